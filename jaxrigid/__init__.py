@@ -1,0 +1,24 @@
+"""jaxrigid: structure-preserving integrators for rigid-body dynamics in JAX."""
+
+from . import diagnostics as diagnostics
+from . import integrators as integrators
+from . import lie as lie
+from . import models as models
+from .integrators import AKW as AKW
+from .integrators import BBTRAP as BBTRAP
+from .integrators import BBTRAPWD as BBTRAPWD
+from .integrators import IMID as IMID
+from .integrators import IMIDM as IMIDM
+from .integrators import MKRK as MKRK
+from .integrators import SWC1 as SWC1
+from .integrators import TRAP as TRAP
+from .integrators import TRAPM as TRAPM
+from .models import RigidBody as RigidBody
+from .models import RigidBodyState as RigidBodyState
+from .newton import Newton as Newton
+from .newton import NewtonInfo as NewtonInfo
+from .simulate import NewtonConvergenceError as NewtonConvergenceError
+from .simulate import Solution as Solution
+from .simulate import simulate as simulate
+
+__version__ = "0.1.0"

@@ -1,0 +1,34 @@
+"""Integrators: one module per family, and a registry by the papers' names."""
+
+from .base import AbstractImplicitIntegrator as AbstractImplicitIntegrator
+from .base import AbstractIntegrator as AbstractIntegrator
+from .base import StepInfo as StepInfo
+from .composition import Composition as Composition
+from .composition import triple_jump as triple_jump
+from .lie_group import AKW as AKW
+from .lie_group import BBTRAP as BBTRAP
+from .lie_group import BBTRAPWD as BBTRAPWD
+from .lie_group import IMID as IMID
+from .lie_group import IMIDM as IMIDM
+from .lie_group import SWC1 as SWC1
+from .lie_group import TRAP as TRAP
+from .lie_group import TRAPM as TRAPM
+from .lie_group import BackwardEuler as BackwardEuler
+from .lie_group import BackwardEulerMomentum as BackwardEulerMomentum
+from .lie_group import ForwardEuler as ForwardEuler
+from .lie_group import ForwardEulerMomentum as ForwardEulerMomentum
+from .munthe_kaas import MKRK as MKRK
+from .tableau import ButcherTableau as ButcherTableau
+from . import tableau as tableau
+
+# The rigid-body methods by canonical name (the CLI's --method; lookup is case-insensitive).
+RIGID_BODY_METHODS = {
+    cls.name: cls
+    for cls in (
+        TRAP, IMID, TRAPM, IMIDM, SWC1, AKW, BBTRAP, BBTRAPWD,
+        ForwardEuler, BackwardEuler, ForwardEulerMomentum, BackwardEulerMomentum,
+    )
+}
+RIGID_BODY_METHODS["MKRK"] = MKRK  # default tableau ½|1 (= IMIDM)
+RIGID_BODY_METHODS["MKRK-gauss4"] = lambda: MKRK(tableau=tableau.GAUSS4)
+RIGID_BODY_METHODS["MKRK-rk4"] = lambda: MKRK(tableau=tableau.RK4)

@@ -1,0 +1,64 @@
+"""The stepper contract: `step(model, state, t, dt) -> (new_state, StepInfo)`.
+
+An integrator is a frozen `equinox.Module`; its solver settings are fields and what it is
+(order, symmetry, what it preserves) are class-level facts, so tests and the CLI can run over
+a registry of all of them. A step is a pure function of its arguments: it jits, vmaps over
+states and model parameters, and differentiates.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from ..newton import Newton, NewtonInfo
+
+StepInfo = NewtonInfo
+"""Per-step solver outcome: `iterations`, `residual`, `converged` (explicit steps: 0, 0, True)."""
+
+
+def explicit_info(dtype) -> StepInfo:
+    return StepInfo(jnp.int32(0), jnp.zeros((), dtype), jnp.bool_(True))
+
+
+def merge_infos(infos) -> StepInfo:
+    """One info for several solves: iterations summed, worst residual, all converged."""
+    return StepInfo(
+        sum(i.iterations for i in infos),
+        jnp.max(jnp.stack([i.residual for i in infos])),
+        jnp.all(jnp.stack([i.converged for i in infos])),
+    )
+
+
+class AbstractIntegrator(eqx.Module):
+    """Base of every integrator.
+
+    Class facts: `name` (the paper's name, used by the CLI), `order`, `symmetric`
+    (self-adjoint), `implicit`, and `preserves`: the invariants (names of the model's
+    `invariants`) kept to round-off in the absence of forcing.
+    """
+
+    name: ClassVar[str]
+    order: ClassVar[int]
+    symmetric: ClassVar[bool] = False
+    implicit: ClassVar[bool] = False
+    preserves: ClassVar[frozenset[str]] = frozenset()
+    reference: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def step(self, model, state, t, dt):
+        """Advance `state` at time `t` by `dt`. Returns `(new_state, StepInfo)`."""
+
+
+class AbstractImplicitIntegrator(AbstractIntegrator):
+    """An integrator that solves a nonlinear equation per step with `newton`."""
+
+    implicit: ClassVar[bool] = True
+    newton: eqx.AbstractVar[Newton]
+
+
+def default_newton() -> Newton:
+    return Newton()

@@ -1,0 +1,77 @@
+"""Unit quaternions `(w, x, y, z)` with the Hamilton product; `q` and `−q` are one rotation."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def multiply(p, q):
+    """Hamilton product `p q`. `(..., 4), (..., 4) -> (..., 4)`."""
+    pw, pv = p[..., :1], p[..., 1:]
+    qw, qv = q[..., :1], q[..., 1:]
+    w = pw * qw - jnp.sum(pv * qv, axis=-1, keepdims=True)
+    v = pw * qv + qw * pv + jnp.cross(pv, qv)
+    return jnp.concatenate([w, v], axis=-1)
+
+
+def conjugate(q):
+    """`(w, −x, −y, −z)`: the inverse of a unit quaternion."""
+    return q * jnp.asarray([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
+
+
+def normalize(q):
+    return q / jnp.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def to_matrix(q):
+    """Rotation matrix of a unit quaternion, `R v = q v q*`. `(..., 4) -> (..., 3, 3)`."""
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        axis=-2,
+    )
+
+
+def from_matrix(R):
+    """Unit quaternion with `w ≥ 0` from a rotation matrix (Shepperd's method).
+
+    The four candidate formulas are each accurate where their pivot (4w², 4x², 4y², 4z²) is
+    the largest; the largest pivot is chosen, so no division by a small number occurs.
+    """
+    r00, r11, r22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
+    pivots = jnp.stack(
+        [1 + r00 + r11 + r22, 1 + r00 - r11 - r22, 1 - r00 + r11 - r22, 1 - r00 - r11 + r22],
+        axis=-1,
+    )
+    k = jnp.argmax(pivots, axis=-1)
+    d21, d02, d10 = R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]
+    s21, s02, s10 = R[..., 2, 1] + R[..., 1, 2], R[..., 0, 2] + R[..., 2, 0], R[..., 1, 0] + R[..., 0, 1]
+    candidates = jnp.stack(
+        [
+            jnp.stack([pivots[..., 0], d21, d02, d10], -1),
+            jnp.stack([d21, pivots[..., 1], s10, s02], -1),
+            jnp.stack([d02, s10, pivots[..., 2], s21], -1),
+            jnp.stack([d10, s02, s21, pivots[..., 3]], -1),
+        ],
+        axis=-2,
+    )
+    q = jnp.take_along_axis(candidates, k[..., None, None], axis=-2)[..., 0, :]
+    pivot = jnp.take_along_axis(pivots, k[..., None], axis=-1)
+    q = q / (2.0 * jnp.sqrt(pivot))
+    return jnp.where(q[..., :1] < 0, -q, q)
+
+
+def from_rotation_vector(w):
+    """`exp` of a rotation vector as a unit quaternion: `(cos(θ/2), sin(θ/2) n)`."""
+    x = jnp.sum(w * w, axis=-1, keepdims=True)
+    small = x < 1e-2
+    t = jnp.sqrt(jnp.where(small, 1.0, x))
+    half_sinc = jnp.where(
+        small, 0.5 - x / 48 + x * x / 3840 - x**3 / 645120, jnp.sin(0.5 * t) / t
+    )
+    cos_half = jnp.where(small, 1 - x / 8 + x * x / 384 - x**3 / 46080, jnp.cos(0.5 * t))
+    return jnp.concatenate([cos_half, half_sinc * w], axis=-1)

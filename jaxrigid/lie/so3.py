@@ -1,0 +1,184 @@
+"""The rotation group SO(3): hat/vee, exponential and logarithm, their differentials, Cayley map.
+
+Conventions (DESIGN.md): `hat(w) @ a == cross(w, a)`; rotation vectors are `(..., 3)`,
+matrices `(..., 3, 3)`; leading axes are batch axes. Every map is NaN-safe at its singular
+angles (0, and π for `log`) and keeps accurate derivatives there: below `_SERIES_X` (in θ²)
+the trigonometric coefficients are replaced by Taylor series, selected with the double-`where`
+trick so that the unused branch never produces a NaN gradient.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+# θ² below which coefficients use their series. With five terms each series is exact to
+# below 1e-17 relative there, and above it the closed forms lose at most eps/θ² ≈ 2e-14
+# relative (float64) to cancellation.
+_SERIES_X = 1e-2
+
+
+def hat(w):
+    """Skew matrix of `w`: `hat(w) @ a == cross(w, a)`. `(..., 3) -> (..., 3, 3)`."""
+    w1, w2, w3 = w[..., 0], w[..., 1], w[..., 2]
+    z = jnp.zeros_like(w1)
+    return jnp.stack(
+        [
+            jnp.stack([z, -w3, w2], axis=-1),
+            jnp.stack([w3, z, -w1], axis=-1),
+            jnp.stack([-w2, w1, z], axis=-1),
+        ],
+        axis=-2,
+    )
+
+
+def vee(W):
+    """Axial vector of the skew part of `W` (inverse of `hat` on skew matrices)."""
+    return 0.5 * jnp.stack(
+        [W[..., 2, 1] - W[..., 1, 2], W[..., 0, 2] - W[..., 2, 0], W[..., 1, 0] - W[..., 0, 1]],
+        axis=-1,
+    )
+
+
+def _poly(x, coeffs):
+    out = jnp.zeros_like(x) + coeffs[-1]
+    for c in coeffs[-2::-1]:
+        out = out * x + c
+    return out
+
+
+def _coefficient(x, closed_form, series):
+    """Evaluate `closed_form(θ)` for θ² = x, or `series` in x when x is small (NaN-safe)."""
+    small = x < _SERIES_X
+    x_safe = jnp.where(small, 1.0, x)  # the double-where shim: no NaN/inf in the unused branch
+    return jnp.where(small, _poly(x, series), closed_form(jnp.sqrt(x_safe)))
+
+
+def _rodrigues_coefficients(x):
+    """a = sin θ/θ and b = (1 − cos θ)/θ² (the latter via 2 sin²(θ/2)/θ², no cancellation)."""
+    a = _coefficient(
+        x, lambda t: jnp.sin(t) / t, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880)
+    )
+    b = _coefficient(
+        x,
+        lambda t: 0.5 * (jnp.sin(0.5 * t) / (0.5 * t)) ** 2,
+        (0.5, -1 / 24, 1 / 720, -1 / 40320, 1 / 3628800),
+    )
+    return a, b
+
+
+def _sq_norm(w):
+    return jnp.sum(w * w, axis=-1)
+
+
+def exp(w):
+    """Rodrigues' formula `exp(hat(w)) = 1 + a ŵ + b ŵ²`. `(..., 3) -> (..., 3, 3)`."""
+    a, b = _rodrigues_coefficients(_sq_norm(w))
+    W = hat(w)
+    eye = jnp.eye(3, dtype=W.dtype)
+    return eye + a[..., None, None] * W + b[..., None, None] * (W @ W)
+
+
+def rotate_exp(w, v):
+    """`exp(w) @ v` without forming the matrix: v + a w×v + b w×(w×v). `(..., 3)`."""
+    a, b = _rodrigues_coefficients(_sq_norm(w))
+    wv = jnp.cross(w, v)
+    return v + a[..., None] * wv + b[..., None] * jnp.cross(w, wv)
+
+
+def dexp(w):
+    """Krysl eq. (9): `dexp_w = 1 + (1−cos θ)/θ² ŵ + (1 − sin θ/θ)/θ² ŵ²`.
+
+    Right-trivialised differential of `exp`: `d exp(w)[δ] = hat(dexp(w) @ δ) @ exp(w)`, and
+    `exp(w)ᵀ d exp(w)[δ] = hat(dexp(-w) @ δ)`.
+    """
+    x = _sq_norm(w)
+    _, b = _rodrigues_coefficients(x)
+    c = _coefficient(
+        x,
+        lambda t: (t - jnp.sin(t)) / t**3,
+        (1 / 6, -1 / 120, 1 / 5040, -1 / 362880, 1 / 39916800),
+    )
+    W = hat(w)
+    eye = jnp.eye(3, dtype=W.dtype)
+    return eye + b[..., None, None] * W + c[..., None, None] * (W @ W)
+
+
+def _dexpinv_coefficient(x):
+    """(1 − (θ/2) cot(θ/2)) / θ²."""
+    return _coefficient(
+        x,
+        lambda t: (1.0 - 0.5 * t / jnp.tan(0.5 * t)) / t**2,
+        (1 / 12, 1 / 720, 1 / 30240, 1 / 1209600, 1 / 47900160),
+    )
+
+
+def dexpinv(w):
+    """Inverse of `dexp` (Krysl eq. 9): `1 − ½ŵ + (1 − (θ/2)cot(θ/2))/θ² ŵ²`, for θ < 2π."""
+    d = _dexpinv_coefficient(_sq_norm(w))
+    W = hat(w)
+    eye = jnp.eye(3, dtype=W.dtype)
+    return eye - 0.5 * W + d[..., None, None] * (W @ W)
+
+
+def dexpinv_apply(w, v):
+    """`dexpinv(w) @ v` without forming the matrix. `(..., 3)`."""
+    d = _dexpinv_coefficient(_sq_norm(w))
+    wv = jnp.cross(w, v)
+    return v - 0.5 * wv + d[..., None] * jnp.cross(w, wv)
+
+
+def log(R):
+    """Rotation vector `w` with `exp(w) = R` and |w| ≤ π; accurate near 0 and near π.
+
+    θ comes from `atan2(|s|, c)` with `s = vee(R)` (= sin θ n) and `c = (tr R − 1)/2`, which is
+    accurate at every angle. The axis is `s/|s|` for θ ≤ π/2 and, past that where `s` loses
+    its digits, the dominant column of `(R + Rᵀ − 2c)/(2(1 − c)) = n nᵀ`, signed along `s`.
+    """
+    s = vee(R)
+    c = 0.5 * (jnp.trace(R, axis1=-2, axis2=-1) - 1.0)
+    s2 = _sq_norm(s)
+    s_norm = jnp.sqrt(jnp.where(s2 > 0, s2, 1.0))
+    theta = jnp.arctan2(jnp.where(s2 > 0, s_norm, 0.0), c)
+
+    # Small and moderate angles: w = θ/sin θ · s.
+    x = theta**2
+    factor = _coefficient(
+        x, lambda t: t / jnp.sin(t), (1.0, 1 / 6, 7 / 360, 31 / 15120, 127 / 604800)
+    )
+    near_pi = c < 0.0
+    w_small = jnp.where(near_pi[..., None], 0.0, factor[..., None] * s)
+
+    # Large angles: axis from the symmetric part.
+    eye = jnp.eye(3, dtype=R.dtype)
+    one_minus_c = jnp.where(near_pi, 1.0 - c, 1.0)
+    B = (R + jnp.swapaxes(R, -1, -2) - 2.0 * c[..., None, None] * eye) / (
+        2.0 * one_minus_c[..., None, None]
+    )
+    diag = jnp.diagonal(B, axis1=-2, axis2=-1)
+    k = jnp.argmax(diag, axis=-1)
+    col = jnp.take_along_axis(B, k[..., None, None], axis=-1)[..., 0]
+    col_norm2 = jnp.take_along_axis(diag, k[..., None], axis=-1)[..., 0]
+    col_norm = jnp.sqrt(jnp.where(near_pi, jnp.maximum(col_norm2, 0.0), 1.0))
+    safe_norm = jnp.where(col_norm > 0, col_norm, 1.0)
+    n = col / safe_norm[..., None]
+    sign = jnp.where(jnp.sum(n * s, axis=-1) < 0, -1.0, 1.0)
+    w_large = jnp.where(near_pi[..., None], (sign * theta)[..., None] * n, 0.0)
+    return w_small + w_large
+
+
+def cayley(w):
+    """Cayley map `cay(ŵ) = (1 − ŵ/2)⁻¹(1 + ŵ/2) = 1 + 4/(4 + |w|²) (ŵ + ŵ²/2)`.
+
+    The scaling with ½ makes `cay(h ω̂) = exp(h ω̂) + O(h³)`, the form AKW uses.
+    """
+    k = 4.0 / (4.0 + _sq_norm(w))
+    W = hat(w)
+    eye = jnp.eye(3, dtype=W.dtype)
+    return eye + k[..., None, None] * (W + 0.5 * (W @ W))
+
+
+def orthogonality_error(R):
+    """`‖RᵀR − 1‖_F`, the distance of `R` from the orthogonal group."""
+    eye = jnp.eye(3, dtype=R.dtype)
+    E = jnp.swapaxes(R, -1, -2) @ R - eye
+    return jnp.sqrt(jnp.sum(E * E, axis=(-2, -1)))

@@ -1,0 +1,137 @@
+"""A rigid body with a fixed point (Krysl §3, eq. 7): body momentum `Π`, attitude `R`.
+
+    Π̇ = Π × Ω + T(t, R, Π),   Ṙ = R Ω̂,   Ω = 𝕀⁻¹Π.
+
+The inertia `𝕀` is a full symmetric positive-definite `(3, 3)` body tensor. The body torque `T`
+is the sum of the torque of a potential `V(t, R)` (by autodiff, `T = −2 vee(Rᵀ ∂V/∂R)`) and an
+optional user torque `T(t, R, Π)`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .. import _linalg
+from ..lie import so3
+
+
+class RigidBodyState(NamedTuple):
+    """Attitude `R (..., 3, 3)` (body → space) and body angular momentum `Pi (..., 3)`."""
+
+    R: jax.Array
+    Pi: jax.Array
+
+
+class AbstractPotential(eqx.Module):
+    """A potential energy `V(t, R)` of the attitude; array fields are sweepable parameters."""
+
+    @abc.abstractmethod
+    def __call__(self, t, R):
+        """Scalar potential energy at time `t` and attitude `R (3, 3)`."""
+
+
+class HeavyTopPotential(AbstractPotential):
+    """Uniform gravity: `V = up · (R c)`, with `c = m g χ` the weighted centre of mass (body).
+
+    Krysl §5.2–5.3 (spatial torque `t = −20 R(:,3) × e3`) is `c = (0, 0, 20)`, `up = e3`.
+    """
+
+    weighted_com: jax.Array
+    up: jax.Array
+
+    def __call__(self, t, R):
+        del t
+        return jnp.dot(self.up, R @ self.weighted_com)
+
+
+class AxialPowerPotential(AbstractPotential):
+    """`V = coulomb/u + wall/u¹⁰` with `u = offset + R₃₃` (Krysl §5.4, Holder et al.).
+
+    The spatial torque of this potential is
+    `t = (−coulomb u⁻² − 10 wall u⁻¹¹)·(−R₂₃, R₁₃, 0)`; Krysl prints
+    `(−u⁻² + 0.01 u⁻¹¹)(−R₂₃, R₁₃, 0)`, i.e. `coulomb = 1, wall = −0.001`. See
+    `jaxrigid.cases.krysl` for the sign of the printed torque against the paper's words.
+    """
+
+    coulomb: jax.Array
+    wall: jax.Array
+    offset: jax.Array
+
+    def __call__(self, t, R):
+        del t
+        u = self.offset + R[2, 2]
+        return self.coulomb / u + self.wall / u**10
+
+
+class RigidBody(eqx.Module):
+    """A rigid body about a fixed point.
+
+    **Fields:** `inertia (3, 3)` symmetric positive-definite body inertia; `potential` an
+    `AbstractPotential` or `None`; `torque` a function `T(t, R, Pi) -> (3,)` (body frame) or
+    `None`. The torque function is static configuration: sweep its parameters through a
+    potential's array fields instead.
+    """
+
+    inertia: jax.Array
+    potential: AbstractPotential | None = None
+    torque: Callable | None = eqx.field(default=None, static=True)
+
+    @property
+    def has_torque(self) -> bool:
+        return self.potential is not None or self.torque is not None
+
+    def angular_velocity(self, Pi):
+        """`Ω = 𝕀⁻¹Π`."""
+        return jnp.einsum("ij,...j->...i", _linalg.inv3(self.inertia), Pi)
+
+    def body_torque(self, t, R, Pi):
+        """Total body torque `T(t, R, Π)` (zero for a torque-free body)."""
+        T = jnp.zeros_like(Pi)
+        if self.potential is not None:
+            G = jax.grad(self.potential, argnums=1)(t, R)
+            T = T - 2.0 * so3.vee(R.T @ G)
+        if self.torque is not None:
+            T = T + self.torque(t, R, Pi)
+        return T
+
+    def euler_rhs(self, t, R, Pi):
+        """Right side of Euler's equation, `Π̇ = Π × Ω + T`."""
+        return jnp.cross(Pi, self.angular_velocity(Pi)) + self.body_torque(t, R, Pi)
+
+    def kinetic_energy(self, Pi):
+        return 0.5 * jnp.sum(Pi * self.angular_velocity(Pi), axis=-1)
+
+    def potential_energy(self, t, R):
+        if self.potential is None:
+            return jnp.zeros(R.shape[:-2], R.dtype)
+        return self.potential(t, R)
+
+    def invariants(self, t, state: RigidBodyState) -> dict[str, jax.Array]:
+        """Scalars to monitor for one state: kinetic energy `K`, Hamiltonian `H = K + V`,
+        spatial momentum `π = RΠ` (components `pi1..3`, norm `pi_norm`), and `RtR_error`."""
+        pi = state.R @ state.Pi
+        K = self.kinetic_energy(state.Pi)
+        return {
+            "K": K,
+            "H": K + self.potential_energy(t, state.R),
+            "pi1": pi[0],
+            "pi2": pi[1],
+            "pi3": pi[2],
+            "pi_norm": jnp.linalg.norm(pi),
+            "RtR_error": so3.orthogonality_error(state.R),
+        }
+
+    def vector_field(self, t, state: RigidBodyState) -> RigidBodyState:
+        """`(Ṙ, Π̇)` of eq. (7), for reference integrators that work in the embedding space."""
+        Omega = self.angular_velocity(state.Pi)
+        return RigidBodyState(state.R @ so3.hat(Omega), self.euler_rhs(t, state.R, state.Pi))
+
+    # Validation at the API boundary (DESIGN.md §4b): inertia and state values.
+    def state_event_ndims(self) -> RigidBodyState:
+        return RigidBodyState(R=2, Pi=1)
