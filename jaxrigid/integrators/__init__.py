@@ -32,3 +32,14 @@ RIGID_BODY_METHODS = {
 RIGID_BODY_METHODS["MKRK"] = MKRK  # default tableau ½|1 (= IMIDM)
 RIGID_BODY_METHODS["MKRK-gauss4"] = lambda: MKRK(tableau=tableau.GAUSS4)
 RIGID_BODY_METHODS["MKRK-rk4"] = lambda: MKRK(tableau=tableau.RK4)
+
+METHODS_BY_FAMILY = {"rigid_body": RIGID_BODY_METHODS}
+
+
+def get_method(name: str, family: str = "rigid_body"):
+    """A fresh integrator by (case-insensitive) name; `ValueError` listing the valid names."""
+    methods = METHODS_BY_FAMILY[family]
+    for key, factory in methods.items():
+        if key.lower() == name.lower():
+            return factory()
+    raise ValueError(f"unknown method {name!r} for {family} cases; valid: {', '.join(methods)}")

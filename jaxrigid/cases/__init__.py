@@ -1,0 +1,17 @@
+"""The papers' numerical examples as named cases."""
+
+from __future__ import annotations
+
+from . import krysl
+from .base import Case as Case
+from .base import Parameter as Parameter
+
+CASES: dict[str, Case] = {case.name: case for case in krysl.CASES}
+
+
+def get_case(name: str) -> Case:
+    """Case by name, case-insensitively; `ValueError` listing the valid names otherwise."""
+    for key, case in CASES.items():
+        if key.lower() == name.lower():
+            return case
+    raise ValueError(f"unknown case {name!r}; valid cases: {', '.join(CASES)}")

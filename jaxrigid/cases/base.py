@@ -1,0 +1,49 @@
+"""Named, documented presets of the papers' numerical examples (the CLI's cases)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """A scalar parameter of a case, overridable with `--set name=value`."""
+
+    default: float
+    doc: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A paper's example: how to build `(model, state0)` from its parameters, its defaults,
+    which method family applies, how to perturb it into an ensemble, and its observables."""
+
+    name: str
+    title: str
+    reference: str
+    description: str
+    family: str
+    default_method: str
+    default_dt: float
+    default_t_end: float
+    parameters: dict[str, Parameter]
+    build: Callable[[dict[str, float]], tuple[Any, Any]]
+    perturb: Callable[[Any, np.ndarray, float], Any]
+    observables: Callable[[Any, Any, Any, dict[str, float]], dict[str, Any]] = (
+        lambda model, ts, states, params: {}
+    )
+    ensemble_spread: float = 1e-2
+
+    def resolve(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
+        """Defaults updated with `overrides`; unknown names raise `ValueError`."""
+        params = {k: float(p.default) for k, p in self.parameters.items()}
+        for key, value in (overrides or {}).items():
+            if key not in params:
+                valid = ", ".join(self.parameters)
+                raise ValueError(f"case {self.name} has no parameter {key!r}; valid: {valid}")
+            params[key] = float(value)
+        return params
