@@ -34,7 +34,9 @@ def solve(A, b):
     """
     n = b.shape[-1]
     if A.shape[-2:] != (n, n):
-        raise ValueError(f"solve needs A of shape (n, n) and b of shape (n,), got {A.shape}, {b.shape}")
+        raise ValueError(
+            f"solve needs A of shape (n, n) and b of shape (n,), got {A.shape}, {b.shape}"
+        )
     if n == 1:
         return b / A[..., 0, :]
     if n == 2:

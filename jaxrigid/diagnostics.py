@@ -8,15 +8,17 @@ import numpy as np
 
 
 def invariants_along(model, ts, states, model_axes=None) -> dict[str, jax.Array]:
-    """`model.invariants` at every saved state: leaves `(*ensemble, n_save)`."""
-    per_time = jax.vmap(model.invariants, in_axes=(0, 0))
-    R = states[0]
-    batch_nd = R.ndim - 3  # (*ensemble, n_save, 3, 3)
-    f = lambda m, s: per_time(ts, s)  # noqa: E731
-    for _ in range(batch_nd):
-        f = jax.vmap(f, in_axes=(model_axes, 0))
-        model_axes = model_axes if model_axes is None else model_axes
-    return f(model, states)
+    """`model.invariants` at every saved state of a `Solution`'s `states`: leaves
+    `(*ensemble, n_save)`. `model_axes` as given to `simulate` (one flat ensemble axis)."""
+    ndims = jax.tree_util.tree_leaves(model.state_event_ndims())
+    first, nd0 = jax.tree_util.tree_leaves(states)[0], ndims[0]
+    batch_shape = first.shape[: first.ndim - nd0 - 1]  # (*ensemble, n_save, *event)
+    per_time = lambda m, s: jax.vmap(m.invariants, in_axes=(0, 0))(ts, s)  # noqa: E731
+    if not batch_shape:
+        return per_time(model, states)
+    flat = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[len(batch_shape) :]), states)
+    out = jax.vmap(per_time, in_axes=(model_axes, 0))(model, flat)
+    return jax.tree_util.tree_map(lambda x: x.reshape(batch_shape + x.shape[1:]), out)
 
 
 def max_abs_drift(values) -> jax.Array:

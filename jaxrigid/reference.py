@@ -27,7 +27,9 @@ def rigid_body_reference(
         return jnp.concatenate([dR.reshape(-1), dPi])
 
     f_jit = jax.jit(f)
-    y0 = np.concatenate([np.asarray(state0.R, np.float64).reshape(-1), np.asarray(state0.Pi, np.float64)])
+    y0 = np.concatenate(
+        [np.asarray(state0.R, np.float64).reshape(-1), np.asarray(state0.Pi, np.float64)]
+    )
     t_eval = np.atleast_1d(np.asarray(t_eval, np.float64))
     sol = solve_ivp(
         lambda t, y: np.asarray(f_jit(t, y)),

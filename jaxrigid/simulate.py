@@ -51,9 +51,7 @@ class NewtonConvergenceError(RuntimeError):
 
 def _reduce(infos, offset):
     failed = ~infos.converged
-    n = failed.shape[0]
     first = jnp.where(jnp.any(failed), offset + jnp.argmax(failed), -1)
-    del n
     return NewtonSummary(
         jnp.max(infos.iterations), jnp.max(infos.residual), jnp.all(infos.converged), first
     )
@@ -86,9 +84,7 @@ def _run_one(integrator, model, state0, t0, dt, n_save, save_every):
         (state, k1), infos = lax.scan(one, (state, k0), None, length=save_every)
         return (state, k1), (state, _reduce(infos, k0))
 
-    (final, _), (saved, per_save) = lax.scan(
-        segment, (state0, jnp.int32(0)), None, length=n_save
-    )
+    (final, _), (saved, per_save) = lax.scan(segment, (state0, jnp.int32(0)), None, length=n_save)
     states = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), state0, saved)
     return states, final, per_save
 
@@ -126,7 +122,9 @@ def simulate(
     if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
     if not isinstance(save_every, (int, np.integer)) or save_every < 1 or n_steps % save_every:
-        raise ValueError(f"save_every must be a positive divisor of n_steps={n_steps}, got {save_every!r}")
+        raise ValueError(
+            f"save_every must be a positive divisor of n_steps={n_steps}, got {save_every!r}"
+        )
     n_save = n_steps // save_every
 
     ndims = _event_ndims(model)
@@ -149,11 +147,7 @@ def simulate(
 
     n_members = int(np.prod(batch_shape)) if batch_shape else None
     if model_axes is not None:
-        sizes = {
-            x.shape[a]
-            for x, a in zip(*_leaves_with_axes(model, model_axes))
-            if a is not None
-        }
+        sizes = {x.shape[a] for x, a in zip(*_leaves_with_axes(model, model_axes)) if a is not None}
         if len(sizes) != 1:
             raise ValueError(f"model_axes must select one ensemble size, got sizes {sorted(sizes)}")
         m = sizes.pop()
@@ -186,8 +180,12 @@ def _leaves_with_axes(model, model_axes):
     if isinstance(model_axes, int):
         return leaves, [model_axes] * len(leaves)
     axes = jax.tree_util.tree_leaves(
-        jax.tree_util.tree_map(lambda a, sub: [a] * len(jax.tree_util.tree_leaves(sub)),
-                               model_axes, model, is_leaf=lambda x: x is None)
+        jax.tree_util.tree_map(
+            lambda a, sub: [a] * len(jax.tree_util.tree_leaves(sub)),
+            model_axes,
+            model,
+            is_leaf=lambda x: x is None,
+        )
     )
     return leaves, axes
 
@@ -196,9 +194,15 @@ _RUNNERS: dict = {}
 
 
 def _compiled_runner(integrator, n_save, save_every, model_axes, batched):
-    key = (n_save, save_every, batched, jax.tree_util.tree_structure(model_axes),
-           tuple(jax.tree_util.tree_leaves(model_axes)))
+    key = (
+        n_save,
+        save_every,
+        batched,
+        jax.tree_util.tree_structure(model_axes),
+        tuple(jax.tree_util.tree_leaves(model_axes)),
+    )
     if key not in _RUNNERS:
+
         def run(integrator, model, state0, t0, dt):
             f = lambda m, s: _run_one(integrator, m, s, t0, dt, n_save, save_every)  # noqa: E731
             if batched:
@@ -221,8 +225,10 @@ def _summary(per_save: NewtonSummary, batch_shape) -> NewtonSummary:
 def _raise_on_failure(solution: Solution, t0, dt):
     summary = solution.newton
     if not is_concrete(summary):
-        raise TypeError("simulate(throw=True) must be called outside jit; use throw=False "
-                        "and inspect solution.newton inside jit")
+        raise TypeError(
+            "simulate(throw=True) must be called outside jit; use throw=False "
+            "and inspect solution.newton inside jit"
+        )
     failed = ~np.asarray(summary.all_converged)
     if failed.any():
         first = np.asarray(summary.first_failure)
@@ -261,20 +267,31 @@ def check_rigid_body(model: RigidBody):
     asym = np.max(np.abs(I - np.swapaxes(I, -1, -2)), axis=(-2, -1)) > 100 * eps * scale
     require(I, asym, "inertia must be symmetric (to 100 eps of its largest entry)")
     eig = np.linalg.eigvalsh(0.5 * (I + np.swapaxes(I, -1, -2)))
-    require(I, eig[..., 0] <= 0, f"inertia must be positive definite; smallest eigenvalue(s) {eig[..., 0].min():.3g}")
+    require(
+        I,
+        eig[..., 0] <= 0,
+        f"inertia must be positive definite; smallest eigenvalue(s) {eig[..., 0].min():.3g}",
+    )
 
 
 def check_rigid_body_state(state):
     """`R (…, 3, 3)` a rotation to √eps, `Pi (…, 3)` finite."""
     R, Pi = state
     if R.shape[-2:] != (3, 3) or Pi.shape[-1:] != (3,) or R.shape[:-2] != Pi.shape[:-1]:
-        raise ValueError(f"rigid-body state needs R (..., 3, 3) and Pi (..., 3), got {R.shape}, {Pi.shape}")
+        raise ValueError(
+            f"rigid-body state needs R (..., 3, 3) and Pi (..., 3), got {R.shape}, {Pi.shape}"
+        )
     if not is_concrete(R, Pi):
         return
     Rn, Pn = np.asarray(R), np.asarray(Pi)
-    require(R, ~(np.isfinite(Rn).all(axis=(-2, -1)) & np.isfinite(Pn).all(axis=-1)),
-            "initial state contains NaN or inf")
+    require(
+        R,
+        ~(np.isfinite(Rn).all(axis=(-2, -1)) & np.isfinite(Pn).all(axis=-1)),
+        "initial state contains NaN or inf",
+    )
     tol = np.sqrt(np.finfo(Rn.dtype).eps)
     err = np.asarray(so3.orthogonality_error(R))
     require(R, err > tol, f"R0 is not orthonormal: ‖RᵀR − 1‖ = {err.max():.3g} > {tol:.2g}")
-    require(R, np.linalg.det(Rn) <= 0, "R0 has a negative determinant (a reflection, not a rotation)")
+    require(
+        R, np.linalg.det(Rn) <= 0, "R0 has a negative determinant (a reflection, not a rotation)"
+    )

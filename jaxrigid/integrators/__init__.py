@@ -1,5 +1,6 @@
 """Integrators: one module per family, and a registry by the papers' names."""
 
+from . import tableau as tableau
 from .base import AbstractImplicitIntegrator as AbstractImplicitIntegrator
 from .base import AbstractIntegrator as AbstractIntegrator
 from .base import StepInfo as StepInfo
@@ -19,14 +20,23 @@ from .lie_group import ForwardEuler as ForwardEuler
 from .lie_group import ForwardEulerMomentum as ForwardEulerMomentum
 from .munthe_kaas import MKRK as MKRK
 from .tableau import ButcherTableau as ButcherTableau
-from . import tableau as tableau
 
 # The rigid-body methods by canonical name (the CLI's --method; lookup is case-insensitive).
 RIGID_BODY_METHODS = {
     cls.name: cls
     for cls in (
-        TRAP, IMID, TRAPM, IMIDM, SWC1, AKW, BBTRAP, BBTRAPWD,
-        ForwardEuler, BackwardEuler, ForwardEulerMomentum, BackwardEulerMomentum,
+        TRAP,
+        IMID,
+        TRAPM,
+        IMIDM,
+        SWC1,
+        AKW,
+        BBTRAP,
+        BBTRAPWD,
+        ForwardEuler,
+        BackwardEuler,
+        ForwardEulerMomentum,
+        BackwardEulerMomentum,
     )
 }
 RIGID_BODY_METHODS["MKRK"] = MKRK  # default tableau ½|1 (= IMIDM)

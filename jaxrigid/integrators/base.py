@@ -37,8 +37,10 @@ class AbstractIntegrator(eqx.Module):
     """Base of every integrator.
 
     Class facts: `name` (the paper's name, used by the CLI), `order`, `symmetric`
-    (self-adjoint), `implicit`, and `preserves`: the invariants (names of the model's
-    `invariants`) kept to round-off in the absence of forcing.
+    (self-adjoint), `implicit`, and `preserves`: the quantities kept to round-off in the
+    absence of forcing — `"K"` kinetic energy, `"pi"` the spatial momentum vector `RΠ`
+    (invariants `pi1..3`), `"RtR_error"` orthogonality, `"K_midpoint"` TRAP's midpoint energy
+    (Krysl §3.5: `K` after a forward-Euler half step).
     """
 
     name: ClassVar[str]

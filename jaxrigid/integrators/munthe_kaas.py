@@ -42,15 +42,24 @@ class MKRK(AbstractImplicitIntegrator):
     explicit ones are evaluated stage by stage.
     """
 
-    name: ClassVar[str] = "MKRK"
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
     reference: ClassVar[str] = "Krysl (2007) §3.7, algorithm MKRK; Munthe-Kaas (1998)"
     tableau: ButcherTableau = eqx.field(default=IMPLICIT_MIDPOINT, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
 
     @property
+    def name(self) -> str:  # type: ignore[override]
+        if self.tableau.name == IMPLICIT_MIDPOINT.name:
+            return "MKRK"
+        return f"MKRK-{self.tableau.name}"
+
+    @property
     def order(self) -> int:  # type: ignore[override]
         return self.tableau.order
+
+    @property
+    def implicit(self) -> bool:  # type: ignore[override]
+        return not self.tableau.explicit
 
     def step(self, model, state, t, dt):
         R, Pi = state

@@ -27,6 +27,7 @@ def rk_step(F, y0, h, tableau: ButcherTableau, newton):
         K = jnp.stack(K)
         info = explicit_info(y0.dtype)
     else:
+
         def residual(z):
             Z = z.reshape(s, n)
             K = jnp.stack([F(c[j] * h, y0 + Z[j]) for j in range(s)])

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # identity hash: a static field of integrators
 class ButcherTableau:
     """`c | A` over `b`, with the classical `order` the table attains.
 
@@ -35,7 +35,9 @@ class ButcherTableau:
             raise ValueError(f"tableau {self.name}: row sums of A must equal c")
         for cond, lhs, rhs in _order_conditions(a, b, c, self.order):
             if abs(lhs - rhs) > 1e-13:
-                raise ValueError(f"tableau {self.name}: order condition {cond} fails ({lhs} != {rhs})")
+                raise ValueError(
+                    f"tableau {self.name}: order condition {cond} fails ({lhs} != {rhs})"
+                )
 
     @property
     def stages(self) -> int:

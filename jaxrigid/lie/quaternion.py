@@ -16,7 +16,7 @@ def multiply(p, q):
 
 def conjugate(q):
     """`(w, −x, −y, −z)`: the inverse of a unit quaternion."""
-    return q * jnp.asarray([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
+    return jnp.concatenate([q[..., :1], -q[..., 1:]], axis=-1)
 
 
 def normalize(q):
@@ -48,8 +48,16 @@ def from_matrix(R):
         axis=-1,
     )
     k = jnp.argmax(pivots, axis=-1)
-    d21, d02, d10 = R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]
-    s21, s02, s10 = R[..., 2, 1] + R[..., 1, 2], R[..., 0, 2] + R[..., 2, 0], R[..., 1, 0] + R[..., 0, 1]
+    d21, d02, d10 = (
+        R[..., 2, 1] - R[..., 1, 2],
+        R[..., 0, 2] - R[..., 2, 0],
+        R[..., 1, 0] - R[..., 0, 1],
+    )
+    s21, s02, s10 = (
+        R[..., 2, 1] + R[..., 1, 2],
+        R[..., 0, 2] + R[..., 2, 0],
+        R[..., 1, 0] + R[..., 0, 1],
+    )
     candidates = jnp.stack(
         [
             jnp.stack([pivots[..., 0], d21, d02, d10], -1),
@@ -70,8 +78,6 @@ def from_rotation_vector(w):
     x = jnp.sum(w * w, axis=-1, keepdims=True)
     small = x < 1e-2
     t = jnp.sqrt(jnp.where(small, 1.0, x))
-    half_sinc = jnp.where(
-        small, 0.5 - x / 48 + x * x / 3840 - x**3 / 645120, jnp.sin(0.5 * t) / t
-    )
+    half_sinc = jnp.where(small, 0.5 - x / 48 + x * x / 3840 - x**3 / 645120, jnp.sin(0.5 * t) / t)
     cos_half = jnp.where(small, 1 - x / 8 + x * x / 384 - x**3 / 46080, jnp.cos(0.5 * t))
     return jnp.concatenate([cos_half, half_sinc * w], axis=-1)

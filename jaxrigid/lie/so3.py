@@ -39,6 +39,11 @@ def vee(W):
     )
 
 
+def _eye_like(W):
+    """The identity broadcast to `W`'s shape (explicitly: rank promotion may be disabled)."""
+    return jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)
+
+
 def _poly(x, coeffs):
     out = jnp.zeros_like(x) + coeffs[-1]
     for c in coeffs[-2::-1]:
@@ -55,9 +60,7 @@ def _coefficient(x, closed_form, series):
 
 def _rodrigues_coefficients(x):
     """a = sin θ/θ and b = (1 − cos θ)/θ² (the latter via 2 sin²(θ/2)/θ², no cancellation)."""
-    a = _coefficient(
-        x, lambda t: jnp.sin(t) / t, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880)
-    )
+    a = _coefficient(x, lambda t: jnp.sin(t) / t, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880))
     b = _coefficient(
         x,
         lambda t: 0.5 * (jnp.sin(0.5 * t) / (0.5 * t)) ** 2,
@@ -74,7 +77,7 @@ def exp(w):
     """Rodrigues' formula `exp(hat(w)) = 1 + a ŵ + b ŵ²`. `(..., 3) -> (..., 3, 3)`."""
     a, b = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
-    eye = jnp.eye(3, dtype=W.dtype)
+    eye = _eye_like(W)
     return eye + a[..., None, None] * W + b[..., None, None] * (W @ W)
 
 
@@ -99,7 +102,7 @@ def dexp(w):
         (1 / 6, -1 / 120, 1 / 5040, -1 / 362880, 1 / 39916800),
     )
     W = hat(w)
-    eye = jnp.eye(3, dtype=W.dtype)
+    eye = _eye_like(W)
     return eye + b[..., None, None] * W + c[..., None, None] * (W @ W)
 
 
@@ -116,7 +119,7 @@ def dexpinv(w):
     """Inverse of `dexp` (Krysl eq. 9): `1 − ½ŵ + (1 − (θ/2)cot(θ/2))/θ² ŵ²`, for θ < 2π."""
     d = _dexpinv_coefficient(_sq_norm(w))
     W = hat(w)
-    eye = jnp.eye(3, dtype=W.dtype)
+    eye = _eye_like(W)
     return eye - 0.5 * W + d[..., None, None] * (W @ W)
 
 
@@ -149,7 +152,7 @@ def log(R):
     w_small = jnp.where(near_pi[..., None], 0.0, factor[..., None] * s)
 
     # Large angles: axis from the symmetric part.
-    eye = jnp.eye(3, dtype=R.dtype)
+    eye = _eye_like(R)
     one_minus_c = jnp.where(near_pi, 1.0 - c, 1.0)
     B = (R + jnp.swapaxes(R, -1, -2) - 2.0 * c[..., None, None] * eye) / (
         2.0 * one_minus_c[..., None, None]
@@ -173,12 +176,11 @@ def cayley(w):
     """
     k = 4.0 / (4.0 + _sq_norm(w))
     W = hat(w)
-    eye = jnp.eye(3, dtype=W.dtype)
+    eye = _eye_like(W)
     return eye + k[..., None, None] * (W + 0.5 * (W @ W))
 
 
 def orthogonality_error(R):
     """`‖RᵀR − 1‖_F`, the distance of `R` from the orthogonal group."""
-    eye = jnp.eye(3, dtype=R.dtype)
-    E = jnp.swapaxes(R, -1, -2) @ R - eye
+    E = jnp.swapaxes(R, -1, -2) @ R - _eye_like(R)
     return jnp.sqrt(jnp.sum(E * E, axis=(-2, -1)))

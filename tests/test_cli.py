@@ -1,0 +1,211 @@
+"""The `jaxrigid` command (DESIGN.md, "The `jaxrigid` command"), run in-process."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrigid import cli, integrators
+
+TF = "krysl-torque-free"
+KEYS = {
+    "case",
+    "method",
+    "dt",
+    "t_end",
+    "n_steps",
+    "ensemble",
+    "parameters",
+    "final_state",
+    "invariants",
+    "observables",
+    "newton",
+    "compile_seconds",
+    "run_seconds",
+}
+
+
+def _run(args, out):
+    """`main(["run", *args, "--json", "--out", out])`: (exit status, JSON, stderr)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = cli.main(["run", *args, "--json", "--out", str(out)])
+    text = stdout.getvalue()
+    return rc, (json.loads(text) if rc == 0 else text), stderr.getvalue()
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    out = tmp_path_factory.mktemp("base")
+    rc, report, _ = _run([TF, "--t-end", "1", "--dt", "0.01"], out)
+    assert rc == 0
+    return report, out
+
+
+def test_cases_lists_the_krysl_cases(capsys):
+    assert cli.main(["cases"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = {line.split()[0] for line in lines}
+    assert {TF, "krysl-slow-top", "krysl-fast-top", "krysl-coulomb-wall"} <= names
+    assert len(lines) == len(names)
+
+
+def test_case_detail_shows_parameters(capsys):
+    assert cli.main(["cases", "KRYSL-fast-top"]) == 0
+    text = capsys.readouterr().out
+    for word in ("Ω0 = (0, 0, 50)", "Krysl", "IMIDM", "0.001", "mgl", "Omega3", "psi1", "I11"):
+        assert word in text
+    assert "body inertia, entry 11" in text
+
+
+def test_methods_lists_integrators_and_cases(capsys):
+    assert cli.main(["methods"]) == 0
+    text = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
+    assert {"IMIDM", "TRAPM", "SWC1", "MKRK-gauss4"} <= set(lines)
+    assert "implicit" in lines["IMIDM"] and "explicit" in lines["fE"]
+    assert TF in text and "krysl-coulomb-wall" in text
+
+
+def test_run_json_report_and_files(base):
+    report, out = base
+    assert set(report) == KEYS
+    assert report["case"] == TF and report["method"] == "IMIDM"
+    assert report["n_steps"] == 100 and report["t_end"] == pytest.approx(1.0)
+    assert report["ensemble"] is None and report["parameters"]["I11"] == 0.9144
+    assert np.shape(report["final_state"]["R"]) == (3, 3)
+    assert np.shape(report["final_state"]["Pi"]) == (3,)
+    assert set(report["invariants"]["K"]) == {"initial", "final", "max_abs_drift"}
+    assert set(report["newton"]) == {"max_iterations", "max_residual", "all_converged"}
+    assert report["newton"]["all_converged"] is True
+    assert report["compile_seconds"] >= 0 and report["run_seconds"] >= 0
+    for name in (f"{TF}.npz", f"{TF}_invariants.csv", f"{TF}.png"):
+        assert (out / name).stat().st_size > 0
+    with np.load(out / f"{TF}.npz") as z:
+        assert z["t"].shape == (101,) and z["R"].shape == (101, 3, 3)
+        assert z["Pi"].shape == (101, 3)
+        np.testing.assert_allclose(z["Pi"][-1], report["final_state"]["Pi"], rtol=0, atol=0)
+    lines = (out / f"{TF}_invariants.csv").read_text().splitlines()
+    assert lines[0].startswith("#") and lines[1].split(",") == ["t", *report["invariants"]]
+    assert len(lines) == 2 + 101
+
+
+def test_imidm_conserves_spatial_momentum(base):
+    # Torque-free IMIDM updates R_n = R_{n-1} exp(Ψ) and Π_n = exp(−Ψ) Π_{n-1} with the same
+    # Ψ, so π = RΠ is unchanged by every step up to round-off.
+    report, _ = base
+    for name in ("pi1", "pi2", "pi3"):
+        assert report["invariants"][name]["max_abs_drift"] < 1e-12
+
+
+def test_set_overrides_a_parameter(base, tmp_path):
+    rc, report, _ = _run([TF, "--t-end", "1", "--dt", "0.01", "--set", "I11=1.0"], tmp_path)
+    assert rc == 0 and report["parameters"]["I11"] == 1.0
+    diff = np.subtract(report["final_state"]["Pi"], base[0]["final_state"]["Pi"])
+    assert np.max(np.abs(diff)) > 1e-4
+    assert report["invariants"]["K"]["initial"] != base[0]["invariants"]["K"]["initial"]
+
+
+def test_lower_case_method_name(base, tmp_path):
+    rc, report, _ = _run([TF, "--t-end", "1", "--dt", "0.01", "--method", "imidm"], tmp_path)
+    assert rc == 0 and report["method"] == "IMIDM"
+    assert report["final_state"] == base[0]["final_state"]
+
+
+def test_chunked_ensemble(base, tmp_path, monkeypatch):
+    # Four chunks of 25 steps, saving every 5th state: one compilation for both the chunking
+    # and the ensemble (the test's time budget).
+    monkeypatch.setattr(cli, "CHUNK_STEPS", 25)
+    monkeypatch.setattr(cli, "MAX_SAVES", 20)
+    assert cli.plan_chunks(100) == [(25, 5)] * 4
+    args = [TF, "--t-end", "1", "--dt", "0.01", "--ensemble", "3", "--seed", "1"]
+    # The command runs with JAX's default rank promotion ("allow"); conftest's "raise" trips
+    # on so3.orthogonality_error of a batched R (`(n, 3, 3) - eye(3)`) in simulate's checks.
+    with jax.numpy_rank_promotion("allow"):
+        rc, report, _ = _run(args, tmp_path)
+    assert rc == 0 and report["ensemble"] == 3 and report["n_steps"] == 100
+    Pi = np.asarray(report["final_state"]["Pi"])
+    assert Pi.shape == (3, 3) and np.shape(report["final_state"]["R"]) == (3, 3, 3)
+    # member 0 is the unperturbed case
+    np.testing.assert_allclose(Pi[0], base[0]["final_state"]["Pi"], rtol=0, atol=1e-12)
+    assert np.max(np.abs(Pi[1] - Pi[0])) > 1e-6
+    assert len(report["invariants"]["pi1"]["max_abs_drift"]) == 3
+    with np.load(tmp_path / f"{TF}.npz") as z, np.load(base[1] / f"{TF}.npz") as ref:
+        assert z["R"].shape == (3, 21, 3, 3) and z["Pi"].shape == (3, 21, 3)
+        np.testing.assert_allclose(z["t"], ref["t"][::5], rtol=0, atol=1e-14)
+        np.testing.assert_allclose(z["Pi"][0], ref["Pi"][::5], rtol=0, atol=1e-12)
+    header = (tmp_path / f"{TF}_invariants.csv").read_text().splitlines()[0]
+    assert "member 0 of 3" in header
+
+
+@pytest.mark.parametrize("n_steps", [1, 7, 2001, 40000, 40001, 999983])
+def test_plan_chunks_covers_the_run(n_steps):
+    chunks = cli.plan_chunks(n_steps)
+    assert sum(steps for steps, _ in chunks) == n_steps
+    assert all(steps % every == 0 for steps, every in chunks)
+    assert len(set(chunks[:-1])) <= 1  # equal chunks, then at most one different tail
+    assert sum(steps // every for steps, every in chunks) <= 1.05 * cli.MAX_SAVES
+
+
+def _fake_family(monkeypatch):
+    monkeypatch.setitem(integrators.METHODS_BY_FAMILY, "other", {"FAKE": lambda: None})
+
+
+@pytest.mark.parametrize(
+    "args, valid",
+    [
+        (["run", "nope"], "krysl-torque-free"),
+        (["cases", "nope"], "krysl-coulomb-wall"),
+        (["run", TF, "--method", "nope"], "IMIDM"),
+        (["run", TF, "--method", "fake"], "IMIDM"),  # a method of another family
+        (["run", TF, "--dt", "0"], "positive"),
+        (["run", TF, "--dt", "nan"], "positive"),
+        (["run", TF, "--t-end", "-1"], "positive"),
+        (["run", TF, "--ensemble", "0"], "positive"),
+        (["run", TF, "--set", "nope=1"], "Omega1"),
+        (["run", TF, "--set", "I11=abc"], "number"),
+        (["run", TF, "--set", "I11"], "NAME=VALUE"),
+        (["run", TF, "--set", "I11=-1"], "positive definite"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, valid, capsys, tmp_path, monkeypatch):
+    _fake_family(monkeypatch)
+    if args[0] == "run":
+        args = args + ["--out", str(tmp_path)]
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxrigid: error: ")
+    assert valid in lines[0]
+
+
+def test_newton_failure_is_reported_not_raised(tmp_path):
+    args = ["krysl-coulomb-wall", "--set", "coulomb=-1", "--set", "wall=0.001", "--t-end", "10"]
+    rc, report, err = _run(args, tmp_path)
+    assert rc == 0 and report["n_steps"] == 20 and report["dt"] == 0.5
+    assert report["newton"]["all_converged"] is False
+    assert report["newton"]["max_iterations"] == 20
+    assert set(report["observables"]) == {"u_min", "u_max"}
+    assert "warning: Newton did not converge" in err
+
+
+def test_human_summary(base, tmp_path, capsys):
+    assert cli.main(["run", TF, "--t-end", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "IMIDM" in out and "100 steps" in out and "wrote" in out
+
+
+def test_module_entry_point():
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrigid", "cases"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert TF in proc.stdout

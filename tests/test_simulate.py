@@ -1,0 +1,154 @@
+"""The driver: batched runs equal unbatched ones member by member, parameter sweeps by
+`model_axes`, saving, jit = eager, dtype kept, and the boundary errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import method, problem
+
+import jaxrigid as jr
+from jaxrigid.cases import get_case
+from jaxrigid.lie import so3
+
+
+def _ensemble(case_name, n, seed=0):
+    case = get_case(case_name)
+    model, state0 = case.build(case.resolve())
+    return model, case.perturb(state0, np.random.default_rng(seed), 0.05, n)
+
+
+@pytest.mark.parametrize("name", ["IMIDM", "fEM", "BBTRAPWD"])
+@pytest.mark.parametrize("case_name", ["krysl-torque-free", "krysl-slow-top"])
+def test_batched_run_equals_single_runs(name, case_name):
+    model, states = _ensemble(case_name, 5)
+    batched = jr.simulate(method(name), model, states, 0.01, 200, save_every=50)
+    for m in range(5):
+        single = jr.simulate(
+            method(name),
+            model,
+            jax.tree_util.tree_map(lambda x: x[m], states),
+            0.01,
+            200,
+            save_every=50,
+        )
+        # ≤ 1e-14 relative (issue): the same arithmetic, vectorised; only the order of
+        # floating-point reductions may differ.
+        for a, b in zip(single.states, batched.states):
+            scale = float(jnp.max(jnp.abs(a)))
+            assert float(jnp.max(jnp.abs(a - b[m]))) <= 1e-14 * scale
+    assert batched.states.R.shape == (5, 5, 3, 3) and batched.ts.shape == (5,)
+
+
+def test_sweep_over_inertia_tensors_equals_single_runs():
+    model, state0 = problem("krysl-torque-free")
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((4, 3, 3))
+    inertias = jnp.asarray(A @ np.swapaxes(A, -1, -2) + 2 * np.eye(3))  # full SPD tensors
+    sweep = jr.RigidBody(inertias)
+    sol = jr.simulate(jr.IMIDM(), sweep, state0, 0.01, 100, model_axes=0)
+    assert sol.final_state.Pi.shape == (4, 3)
+    for m in range(4):
+        single = jr.simulate(jr.IMIDM(), jr.RigidBody(inertias[m]), state0, 0.01, 100)
+        assert float(jnp.max(jnp.abs(single.final_state.Pi - sol.final_state.Pi[m]))) <= 1e-14
+
+
+def test_sweep_over_a_potential_parameter_with_a_pytree_prefix():
+    model, state0 = problem("krysl-slow-top")
+    weights = jnp.array([10.0, 20.0, 30.0])
+    pot = model.potential
+    sweep = jr.RigidBody(
+        model.inertia, type(pot)(jnp.outer(weights, pot.weighted_com) / 20.0, pot.up)
+    )
+    axes = jr.RigidBody(None, type(pot)(0, None))
+    sol = jr.simulate(jr.IMIDM(), sweep, state0, 0.01, 100, model_axes=axes)
+    single = jr.simulate(jr.IMIDM(), model, state0, 0.01, 100)
+    assert float(jnp.max(jnp.abs(single.final_state.Pi - sol.final_state.Pi[1]))) <= 1e-13
+    assert float(jnp.max(jnp.abs(sol.final_state.Pi[0] - sol.final_state.Pi[2]))) > 1e-3
+
+
+def test_saving_and_times():
+    model, state0 = problem("krysl-torque-free")
+    every = jr.simulate(jr.IMID(), model, state0, 0.01, 100, save_every=1)
+    sparse = jr.simulate(jr.IMID(), model, state0, 0.01, 100, save_every=25, t0=3.0)
+    assert every.states.Pi.shape == (101, 3) and sparse.states.Pi.shape == (5, 3)
+    np.testing.assert_allclose(sparse.ts, 3.0 + np.arange(5) * 0.25, rtol=1e-15)
+    np.testing.assert_array_equal(every.states.Pi[::25], sparse.states.Pi)
+    np.testing.assert_array_equal(sparse.final_state.Pi, sparse.states.Pi[-1])
+
+
+def test_jit_equals_eager_step():
+    model, state0 = problem("krysl-fast-top")
+    step = jr.IMIDM().step
+    eager = step(model, state0, 0.0, 0.001)[0]
+    jitted = jax.jit(step)(model, state0, 0.0, 0.001)[0]
+    np.testing.assert_allclose(eager.Pi, jitted.Pi, rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["IMIDM", "TRAP", "fE"])
+def test_float32_in_float32_out(name):
+    model, state0 = problem("krysl-torque-free")
+    m32 = jr.RigidBody(model.inertia.astype(jnp.float32))
+    s32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), state0)
+    sol = jr.simulate(method(name), m32, s32, 0.01, 100)
+    assert sol.final_state.Pi.dtype == jnp.float32 and sol.final_state.R.dtype == jnp.float32
+    assert bool(sol.newton.all_converged)
+    ref = jr.simulate(method(name), model, state0, 0.01, 100).final_state
+    # float32 round-off over 100 steps: ~100 · 6e-8 relative
+    assert float(jnp.max(jnp.abs(sol.final_state.Pi - ref.Pi))) < 1e-5
+
+
+def test_bad_inputs_raise_clear_errors():
+    model, s0 = problem("krysl-torque-free")
+    with pytest.raises(ValueError, match="positive definite"):
+        jr.simulate(jr.IMIDM(), jr.RigidBody(jnp.diag(jnp.array([1.0, -1.0, 2.0]))), s0, 0.01, 10)
+    with pytest.raises(ValueError, match="symmetric"):
+        jr.simulate(
+            jr.IMIDM(), jr.RigidBody(jnp.array([[1.0, 0.1, 0], [0, 1, 0], [0, 0, 1]])), s0, 0.01, 10
+        )
+    with pytest.raises(ValueError, match="not orthonormal"):
+        jr.simulate(jr.IMIDM(), model, s0._replace(R=1.001 * s0.R), 0.01, 10)
+    with pytest.raises(ValueError, match="reflection"):
+        jr.simulate(jr.IMIDM(), model, s0._replace(R=-s0.R), 0.01, 10)
+    with pytest.raises(ValueError, match="NaN"):
+        jr.simulate(jr.IMIDM(), model, s0._replace(Pi=s0.Pi.at[1].set(jnp.nan)), 0.01, 10)
+    with pytest.raises(ValueError, match="NaN"):
+        jr.simulate(jr.IMIDM(), jr.RigidBody(model.inertia.at[0, 0].set(jnp.nan)), s0, 0.01, 10)
+    with pytest.raises(ValueError, match=r"R \(\.\.\., 3, 3\) and Pi"):
+        jr.simulate(jr.IMIDM(), model, s0._replace(Pi=jnp.zeros(4)), 0.01, 10)
+    with pytest.raises(ValueError, match="inertia must have shape"):
+        jr.simulate(jr.IMIDM(), jr.RigidBody(jnp.eye(2)), s0, 0.01, 10)
+    with pytest.raises(ValueError, match="dt must be a finite nonzero"):
+        jr.simulate(jr.IMIDM(), model, s0, 0.0, 10)
+    with pytest.raises(ValueError, match="dt must be a finite nonzero"):
+        jr.simulate(jr.IMIDM(), model, s0, float("nan"), 10)
+    with pytest.raises(ValueError, match="n_steps"):
+        jr.simulate(jr.IMIDM(), model, s0, 0.01, 0)
+    with pytest.raises(ValueError, match="save_every"):
+        jr.simulate(jr.IMIDM(), model, s0, 0.01, 10, save_every=3)
+    with pytest.raises(ValueError, match="share their leading"):
+        jr.simulate(
+            jr.IMIDM(), model, jr.RigidBodyState(jnp.zeros((2, 3, 3)), jnp.zeros((3, 3))), 0.01, 10
+        )
+
+
+def test_bad_member_is_named():
+    model, states = _ensemble("krysl-torque-free", 4)
+    R = states.R.at[2].set(so3.exp(jnp.array([0.1, 0.2, 0.3])) * 1.01)
+    with pytest.raises(ValueError, match=r"ensemble member 2"):
+        jr.simulate(jr.IMIDM(), model, states._replace(R=R), 0.01, 10)
+
+
+def test_absurd_step_is_reported_not_hidden():
+    model, s0 = problem("krysl-fast-top")
+    sol = jr.simulate(jr.IMIDM(), model, s0, 5.0, 10)
+    assert not bool(sol.newton.all_converged)
+    assert int(sol.newton.first_failure) >= 0
+    model, states = _ensemble("krysl-fast-top", 3)
+    dts = 0.001
+    ok = jr.simulate(jr.IMIDM(), model, states, dts, 10)
+    assert bool(jnp.all(ok.newton.all_converged)) and bool(jnp.all(ok.newton.first_failure == -1))
+    with pytest.raises(
+        jr.NewtonConvergenceError, match=r"did not converge at step \d+ \(t = .*ensemble member 0"
+    ):
+        jr.simulate(jr.IMIDM(), model, states, 5.0, 10, throw=True)
