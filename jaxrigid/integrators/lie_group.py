@@ -44,7 +44,7 @@ def _rhs(model, t, R, Pi):
 
 
 def _rot(R, psi):
-    return R @ so3.exp(psi)
+    return so3.compose_exp(R, psi)
 
 
 def _predict(model, t, R, Pi, dt):

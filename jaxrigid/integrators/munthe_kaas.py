@@ -69,7 +69,7 @@ class MKRK(AbstractImplicitIntegrator):
             Pi_tau = so3.rotate_exp(-psi, mu)
             dpsi = so3.dexpinv_apply(-psi, _omega(model, Pi_tau))
             if model.has_torque:
-                T = _torque(model, t + tau, R @ so3.exp(psi), Pi_tau)
+                T = _torque(model, t + tau, so3.compose_exp(R, psi), Pi_tau)
                 dmu = so3.rotate_exp(psi, T)
             else:
                 dmu = jnp.zeros_like(mu)
@@ -78,4 +78,4 @@ class MKRK(AbstractImplicitIntegrator):
         y0 = jnp.concatenate([jnp.zeros_like(Pi), Pi])
         y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
         psi, mu = y1[:3], y1[3:]
-        return RigidBodyState(R @ so3.exp(psi), so3.rotate_exp(-psi, mu)), info
+        return RigidBodyState(so3.compose_exp(R, psi), so3.rotate_exp(-psi, mu)), info

@@ -9,6 +9,7 @@ trick so that the unused branch never produces a NaN gradient.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 # θ² below which coefficients use their series. With five terms each series is exact to
@@ -59,33 +60,107 @@ def _coefficient(x, closed_form, series):
 
 
 def _rodrigues_coefficients(x):
-    """a = sin θ/θ and b = (1 − cos θ)/θ² (the latter via 2 sin²(θ/2)/θ², no cancellation)."""
-    a = _coefficient(x, lambda t: jnp.sin(t) / t, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880))
-    b = _coefficient(
-        x,
-        lambda t: 0.5 * (jnp.sin(0.5 * t) / (0.5 * t)) ** 2,
-        (0.5, -1 / 24, 1 / 720, -1 / 40320, 1 / 3628800),
+    """a = sin θ/θ, b = (1 − cos θ)/θ², c = (θ − sin θ)/θ³ for θ² = x.
+
+    One half-angle sine/cosine pair serves all three (sin θ = 2 sₕcₕ, 1 − cos θ = 2sₕ², no
+    cancellation in b); below `_SERIES_X` each is its Taylor series.
+    """
+    small = x < _SERIES_X
+    t = jnp.sqrt(jnp.where(small, 1.0, x))  # double-where shim: no NaN in the unused branch
+    sh, ch = jnp.sin(0.5 * t), jnp.cos(0.5 * t)
+    sin_t = 2.0 * sh * ch
+    a = jnp.where(small, _poly(x, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880)), sin_t / t)
+    b = jnp.where(
+        small,
+        _poly(x, (0.5, -1 / 24, 1 / 720, -1 / 40320, 1 / 3628800)),
+        2.0 * (sh / t) ** 2,
     )
-    return a, b
+    c = jnp.where(
+        small,
+        _poly(x, (1 / 6, -1 / 120, 1 / 5040, -1 / 362880, 1 / 39916800)),
+        (t - sin_t) / t**3,
+    )
+    return a, b, c
 
 
 def _sq_norm(w):
     return jnp.sum(w * w, axis=-1)
 
 
+@jax.custom_jvp
 def exp(w):
-    """Rodrigues' formula `exp(hat(w)) = 1 + a ŵ + b ŵ²`. `(..., 3) -> (..., 3, 3)`."""
-    a, b = _rodrigues_coefficients(_sq_norm(w))
+    """Rodrigues' formula `exp(hat(w)) = 1 + a ŵ + b ŵ²`. `(..., 3) -> (..., 3, 3)`.
+
+    Its derivative is the closed form `d exp(w)[δ] = hat(dexp(w) δ) exp(w)` (eq. 9), so
+    Jacobians by `jax.jacfwd` cost a few cross products instead of differentiating the
+    trigonometric coefficients.
+    """
+    a, b, _ = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
-    eye = _eye_like(W)
-    return eye + a[..., None, None] * W + b[..., None, None] * (W @ W)
+    return _eye_like(W) + a[..., None, None] * W + b[..., None, None] * (W @ W)
 
 
-def rotate_exp(w, v):
-    """`exp(w) @ v` without forming the matrix: v + a w×v + b w×(w×v). `(..., 3)`."""
-    a, b = _rodrigues_coefficients(_sq_norm(w))
+@exp.defjvp
+def _exp_jvp(primals, tangents):
+    (w,), (dw,) = primals, tangents
+    a, b, c = _rodrigues_coefficients(_sq_norm(w))
+    W = hat(w)
+    E = _eye_like(W) + a[..., None, None] * W + b[..., None, None] * (W @ W)
+    return E, hat(_dexp_apply(w, dw, b, c)) @ E
+
+
+@jax.custom_jvp
+def expm1(w):
+    """`exp(w) − 1 = a ŵ + b ŵ²`, accurate when small (no rounding of `1 + …`)."""
+    a, b, _ = _rodrigues_coefficients(_sq_norm(w))
+    W = hat(w)
+    return a[..., None, None] * W + b[..., None, None] * (W @ W)
+
+
+@expm1.defjvp
+def _expm1_jvp(primals, tangents):
+    (w,), (dw,) = primals, tangents
+    a, b, c = _rodrigues_coefficients(_sq_norm(w))
+    W = hat(w)
+    A = a[..., None, None] * W + b[..., None, None] * (W @ W)
+    return A, hat(_dexp_apply(w, dw, b, c)) @ (_eye_like(W) + A)
+
+
+def compose_exp(R, w):
+    """`R exp(w)` as `R + R (exp(w) − 1)`.
+
+    Time stepping multiplies by increments close to the identity; forming `1 + A` first would
+    round the small `A` the same way at every step of a steady rotation, and that error
+    accumulates linearly in the orthogonality of `R`. Adding `R A` to `R` rounds differently
+    at every step, so the error only random-walks.
+    """
+    return R + R @ expm1(w)
+
+
+def _dexp_apply(w, v, b, c):
+    wv = jnp.cross(w, v)
+    return v + b[..., None] * wv + c[..., None] * jnp.cross(w, wv)
+
+
+def _rotate(w, v, a, b):
     wv = jnp.cross(w, v)
     return v + a[..., None] * wv + b[..., None] * jnp.cross(w, wv)
+
+
+@jax.custom_jvp
+def rotate_exp(w, v):
+    """`exp(w) @ v` without forming the matrix: v + a w×v + b w×(w×v). `(..., 3)`."""
+    a, b, _ = _rodrigues_coefficients(_sq_norm(w))
+    return _rotate(w, v, a, b)
+
+
+@rotate_exp.defjvp
+def _rotate_exp_jvp(primals, tangents):
+    # d[exp(w) v] = (dexp(w) dw) × (exp(w) v) + exp(w) dv
+    (w, v), (dw, dv) = primals, tangents
+    a, b, c = _rodrigues_coefficients(_sq_norm(w))
+    out = _rotate(w, v, a, b)
+    return out, jnp.cross(_dexp_apply(w, dw, b, c), out) + _rotate(w, dv, a, b)
 
 
 def dexp(w):
@@ -94,13 +169,7 @@ def dexp(w):
     Right-trivialised differential of `exp`: `d exp(w)[δ] = hat(dexp(w) @ δ) @ exp(w)`, and
     `exp(w)ᵀ d exp(w)[δ] = hat(dexp(-w) @ δ)`.
     """
-    x = _sq_norm(w)
-    _, b = _rodrigues_coefficients(x)
-    c = _coefficient(
-        x,
-        lambda t: (t - jnp.sin(t)) / t**3,
-        (1 / 6, -1 / 120, 1 / 5040, -1 / 362880, 1 / 39916800),
-    )
+    _, b, c = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
     eye = _eye_like(W)
     return eye + b[..., None, None] * W + c[..., None, None] * (W @ W)
