@@ -122,8 +122,8 @@ def test_lower_case_method_name(base, tmp_path):
 def test_chunked_ensemble(base, tmp_path, monkeypatch):
     # Four chunks of 25 steps, saving every 5th state: one compilation for both the chunking
     # and the ensemble (the test's time budget).
-    monkeypatch.setattr(cli, "CHUNK_STEPS", 25)
-    monkeypatch.setattr(cli, "MAX_SAVES", 20)
+    monkeypatch.setattr(cli.chunks, "CHUNK_STEPS", 25)
+    monkeypatch.setattr(cli.chunks, "MAX_SAVES", 20)
     assert cli.plan_chunks(100) == [(25, 5)] * 4
     args = [TF, "--t-end", "1", "--dt", "0.01", "--ensemble", "3", "--seed", "1"]
     # The command runs with JAX's default rank promotion ("allow"); conftest's "raise" trips

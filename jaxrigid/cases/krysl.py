@@ -106,6 +106,24 @@ def _top_params(psi1, omega3):
     }
 
 
+def _top_case(name, title, section, description, psi1, omega3):
+    """The Lagrangian top of §5.2–5.3 with initial tilt `psi1` and spin `omega3`."""
+    return Case(
+        name=name,
+        title=title,
+        reference=f"{_REF}, {section}",
+        description=description,
+        family="rigid_body",
+        default_method="IMIDM",
+        default_dt=0.001,
+        default_t_end=20.0,
+        parameters=_top_params(psi1, omega3),
+        build=_build_top,
+        perturb=perturb_momentum,
+        observables=_top_observables,
+    )
+
+
 CASES = [
     Case(
         name="krysl-torque-free",
@@ -126,35 +144,23 @@ CASES = [
         build=_build_free,
         perturb=perturb_momentum,
     ),
-    Case(
-        name="krysl-slow-top",
-        title="Slow Lagrangian top (Krysl §5.2, Figure 2)",
-        reference=_REF + ", §5.2",
-        description="Symmetric top, diag I = (5, 5, 1), spatial torque t = −20 R(:,3) × e3, "
+    _top_case(
+        "krysl-slow-top",
+        "Slow Lagrangian top (Krysl §5.2, Figure 2)",
+        "§5.2",
+        "Symmetric top, diag I = (5, 5, 1), spatial torque t = −20 R(:,3) × e3, "
         "R0 = exp(0.05 e1), Ω0 = (0, 0, 5); convergence compared at t = 20.",
-        family="rigid_body",
-        default_method="IMIDM",
-        default_dt=0.001,
-        default_t_end=20.0,
-        parameters=_top_params(0.05, 5.0),
-        build=_build_top,
-        perturb=perturb_momentum,
-        observables=_top_observables,
+        psi1=0.05,
+        omega3=5.0,
     ),
-    Case(
-        name="krysl-fast-top",
-        title="Fast Lagrangian top (Krysl §5.3, Figure 3; Simo & Wong's data)",
-        reference=_REF + ", §5.3",
-        description="As the slow top with R0 = exp(0.3 e1), Ω0 = (0, 0, 50); convergence "
-        "compared at t = 20.",
-        family="rigid_body",
-        default_method="IMIDM",
-        default_dt=0.001,
-        default_t_end=20.0,
-        parameters=_top_params(0.3, 50.0),
-        build=_build_top,
-        perturb=perturb_momentum,
-        observables=_top_observables,
+    _top_case(
+        "krysl-fast-top",
+        "Fast Lagrangian top (Krysl §5.3, Figure 3; Simo & Wong's data)",
+        "§5.3",
+        "As the slow top with R0 = exp(0.3 e1), Ω0 = (0, 0, 50); convergence compared at "
+        "t = 20.",
+        psi1=0.3,
+        omega3=50.0,
     ),
     Case(
         name="krysl-coulomb-wall",

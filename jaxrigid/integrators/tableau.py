@@ -15,7 +15,10 @@ class ButcherTableau:
     """`c | A` over `b`, with the classical `order` the table attains.
 
     Checked at construction: square `A` of size `s`, `b` and `c` of length `s`, the row sums
-    `c_i = Σ_j a_ij`, consistency `Σ b = 1`, and the order conditions up to `order` (≤ 4)."""
+    `c_i = Σ_j a_ij`, consistency `Σ b = 1`, and the order conditions up to `order`: all of them
+    (rooted trees) up to order 5; order 6 through the simplifying assumptions `B(6)`, `C(3)`,
+    `D(2)`, which imply it (Butcher's theorem; Hairer, Nørsett & Wanner I, Thm. II.7.4) and
+    which the Gauss methods satisfy."""
 
     name: str
     a: np.ndarray
@@ -48,6 +51,19 @@ class ButcherTableau:
         return bool(np.all(np.triu(self.a) == 0.0))
 
     @property
+    def stability_order(self) -> int:
+        """Order on linear problems `y' = λy`: the largest `p ≤ 2s` with `R(z) = e^z + O(z^{p+1})`
+        for the stability function `R(z) = 1 + z bᵀ(1 − zA)⁻¹𝟙 = 1 + Σ_k bᵀA^{k−1}𝟙 zᵏ`.
+        At least `order`; larger for Sun Geng's method (6, its `R` is Gauss6's (3,3)-Padé)."""
+        term, factorial = np.ones(self.stages), 1.0
+        for k in range(1, 2 * self.stages + 1):
+            factorial *= k
+            if abs(self.b @ term - 1.0 / factorial) > 1e-13 / factorial:
+                return k - 1
+            term = self.a @ term
+        return 2 * self.stages
+
+    @property
     def symplectic(self) -> bool:
         """`b_i a_ij + b_j a_ji = b_i b_j` for all i, j."""
         M = self.b[:, None] * self.a + (self.b[:, None] * self.a).T - np.outer(self.b, self.b)
@@ -67,6 +83,31 @@ def _order_conditions(a, b, c, order):
             ("Σ b A c² = 1/12", b @ a @ c**2, 1 / 12),
             ("Σ b A A c = 1/24", b @ a @ a @ c, 1 / 24),
         ]
+    if order >= 5:
+        ac = a @ c
+        conds += [
+            ("Σbc⁴ = 1/5", b @ c**4, 1 / 5),
+            ("Σ b c² A c = 1/10", (b * c**2) @ ac, 1 / 10),
+            ("Σ b c A c² = 1/15", (b * c) @ a @ c**2, 1 / 15),
+            ("Σ b c A A c = 1/30", (b * c) @ a @ ac, 1 / 30),
+            ("Σ b (A c)² = 1/20", b @ ac**2, 1 / 20),
+            ("Σ b A c³ = 1/20", b @ a @ c**3, 1 / 20),
+            ("Σ b A (c A c) = 1/40", b @ a @ (c * ac), 1 / 40),
+            ("Σ b A A c² = 1/60", b @ a @ a @ c**2, 1 / 60),
+            ("Σ b A A A c = 1/120", b @ a @ a @ ac, 1 / 120),
+        ]
+    if order >= 6:
+        if order > 6:
+            raise ValueError(f"order conditions are checked up to order 6, not {order}")
+        conds.append(("B(6): Σbc⁵ = 1/6", b @ c**5, 1 / 6))  # B(1..5) are listed above
+        for k in (1, 2, 3):  # C(3): Σ_j a_ij c_j^(k−1) = c_i^k / k, worst row
+            lhs, rhs = a @ c ** (k - 1), c**k / k
+            i = int(np.argmax(np.abs(lhs - rhs)))
+            conds.append((f"C(3): Σ_j a_ij c_j^{k - 1} = c_i^{k}/{k}", lhs[i], rhs[i]))
+        for k in (1, 2):  # D(2): Σ_i b_i c_i^(k−1) a_ij = b_j (1 − c_j^k) / k, worst column
+            lhs, rhs = (b * c ** (k - 1)) @ a, b * (1 - c**k) / k
+            j = int(np.argmax(np.abs(lhs - rhs)))
+            conds.append((f"D(2): Σ_i b_i c_i^{k - 1} a_ij = b_j(1 − c_j^{k})/{k}", lhs[j], rhs[j]))
     return conds
 
 
@@ -90,3 +131,50 @@ GAUSS4 = ButcherTableau(
     [0.5 - _s3 / 6, 0.5 + _s3 / 6],
     4,
 )
+
+# Gauss–Legendre collocation (Hairer, Lubich & Wanner, GNI §II.1.3): s stages, order 2s,
+# symplectic and symmetric. The 1-stage method is the implicit midpoint rule.
+GAUSS2 = ButcherTableau("gauss2", [[0.5]], [1.0], [0.5], 2)
+
+_s15 = np.sqrt(15.0)
+GAUSS6 = ButcherTableau(
+    "gauss6",
+    [
+        [5 / 36, 2 / 9 - _s15 / 15, 5 / 36 - _s15 / 30],
+        [5 / 36 + _s15 / 24, 2 / 9, 5 / 36 - _s15 / 24],
+        [5 / 36 + _s15 / 30, 2 / 9 + _s15 / 15, 5 / 36],
+    ],
+    [5 / 18, 4 / 9, 5 / 18],
+    [0.5 - _s15 / 10, 0.5, 0.5 + _s15 / 10],
+    6,
+)
+
+_s6 = np.sqrt(6.0)
+RADAU_IIA5 = ButcherTableau(
+    "radau5",
+    [
+        [(88 - 7 * _s6) / 360, (296 - 169 * _s6) / 1800, (-2 + 3 * _s6) / 225],
+        [(296 + 169 * _s6) / 1800, (88 + 7 * _s6) / 360, (-2 - 3 * _s6) / 225],
+        [(16 - _s6) / 36, (16 + _s6) / 36, 1 / 9],
+    ],
+    [(16 - _s6) / 36, (16 + _s6) / 36, 1 / 9],
+    [(4 - _s6) / 10, (4 + _s6) / 10, 1.0],
+    5,
+)
+"""Radau IIA, 3 stages, order 5 (Hairer & Wanner II, Table IV.5.6): L-stable, not symplectic."""
+
+SUN_GENG5 = ButcherTableau(
+    "sungeng5",
+    [
+        [(16 - _s6) / 72, (328 - 167 * _s6) / 1800, (-2 + 3 * _s6) / 450],
+        [(328 + 167 * _s6) / 1800, (16 + _s6) / 72, (-2 - 3 * _s6) / 450],
+        [(85 - 10 * _s6) / 180, (85 + 10 * _s6) / 180, 1 / 18],
+    ],
+    [(16 - _s6) / 36, (16 + _s6) / 36, 1 / 9],
+    [(4 - _s6) / 10, (4 + _s6) / 10, 1.0],
+    5,
+)
+"""Sun Geng's symplectic method of order 5 (Sun Geng, J. Comput. Math. 11, 1993; Hairer, Nørsett
+& Wanner I, §II.16), used by Chaurasia (2012) Table 2.1 d). The thesis does not print it: the
+nodes and weights are Radau IIA's, the diagonal is `b_i / 2`; the table is checked here against
+all order-5 conditions and `symplectic`, and fails `Σbc⁵ = 1/6` (order exactly 5)."""

@@ -1,0 +1,27 @@
+"""The `jaxrigid` command: list the built-in cases and methods, and run a case.
+
+    jaxrigid cases [CASE]
+    jaxrigid methods
+    jaxrigid run CASE [--method M] [--dt H] [--t-end T] [--ensemble N] [--seed S]
+                      [--set NAME=VALUE ...] [--out DIR] [--json]
+
+`run` writes `<case>.npz`, `<case>_invariants.csv` and `<case>.png` into DIR; with `--json` it
+prints exactly one JSON object on stdout (progress and warnings go to stderr). Bad input exits
+with status 2 and one line `jaxrigid: error: ...` on stderr that says what would be valid.
+The command computes in float64.
+
+Modules: `_main` (parsing, dispatch, `cases`, `methods`), `errors`, `lookups` (input
+resolution), `run` (setup, chunked integration, `run`), `chunks` (chunk plan, progress bar,
+compile clock), `output` (report, files, summary).
+"""
+
+from __future__ import annotations
+
+from . import chunks as chunks
+from ._main import main as main
+from .chunks import CHUNK_STEPS as CHUNK_STEPS
+from .chunks import MAX_CHUNKS as MAX_CHUNKS
+from .chunks import MAX_SAVES as MAX_SAVES
+from .chunks import plan_chunks as plan_chunks
+from .errors import RunError as RunError
+from .errors import UsageError as UsageError

@@ -1,0 +1,134 @@
+"""The `jaxrigid` command's entry point: argument parsing, dispatch and exit statuses, and the
+`cases` and `methods` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import RunError, UsageError
+from .lookups import _find_case
+from .run import cmd_run
+
+# ----------------------------------------------------------------------------------------
+# Argument parsing
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="jaxrigid", description="Structure-preserving rigid-body integrators in JAX."
+    )
+    parser.add_argument("--version", action="version", version=f"jaxrigid {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{cases,methods,run}")
+
+    p = sub.add_parser("cases", help="list the built-in cases, or show one")
+    p.add_argument("case", nargs="?", help="a case name: show its description and parameters")
+
+    sub.add_parser("methods", help="list the integrators and the cases they apply to")
+
+    p = sub.add_parser("run", help="integrate a case and write its trajectory, table and plot")
+    p.add_argument("case", help="case name (see `jaxrigid cases`)")
+    p.add_argument("--method", help="integrator (default: the case's default method)")
+    p.add_argument("--dt", type=float, help="step size (default: the case's)")
+    p.add_argument("--t-end", type=float, help="final time (default: the case's)")
+    p.add_argument("--ensemble", type=int, help="integrate N perturbed copies (member 0 exact)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the ensemble perturbation")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a parameter of the case (repeatable)",
+    )
+    p.add_argument("--out", default="jaxrigid-out", help="output directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `jaxrigid` command. Returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # argparse's own errors (status 2), --help and --version
+        return exit_.code if isinstance(exit_.code, int) else 2
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    commands = {"cases": cmd_cases, "methods": cmd_methods, "run": cmd_run}
+    try:
+        return commands[args.command](args)
+    except UsageError as err:
+        _error_line(err)
+        return 2
+    except RunError as err:
+        _error_line(err)
+        return 1
+    except BrokenPipeError:  # `jaxrigid run ... | head`: the reader left; not an error
+        # Python's documented recipe: point stdout at devnull so the exit flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _error_line(err: Exception) -> None:
+    message = " ".join(str(err).split())
+    print(f"jaxrigid: error: {message}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------
+# `jaxrigid cases`, `jaxrigid methods`
+
+
+def cmd_cases(args) -> int:
+    """List the cases, or describe one."""
+    from ..cases import CASES
+
+    if args.case is None:
+        width = max(map(len, CASES))
+        for name, case in CASES.items():
+            print(f"{name:<{width}}  {case.title}")
+        return 0
+    case = _find_case(args.case)
+    n_steps = max(1, round(case.default_t_end / case.default_dt))
+    print(f"{case.name}: {case.title}")
+    print()
+    print(case.description)
+    print()
+    print(f"reference:       {case.reference}")
+    print(f"family:          {case.family} (see `jaxrigid methods`)")
+    print(f"default method:  {case.default_method}")
+    print(f"dt:              {case.default_dt:g}")
+    print(f"t_end:           {case.default_t_end:g} ({n_steps} steps)")
+    print(f"ensemble spread: {case.ensemble_spread:g}")
+    print()
+    print("parameters (override with --set NAME=VALUE):")
+    width = max(map(len, case.parameters))
+    for name, param in case.parameters.items():
+        print(f"  {name:<{width}}  {param.default:<10g}  {param.doc}")
+    return 0
+
+
+def cmd_methods(args) -> int:
+    """List the integrators of each family and the cases they apply to."""
+    from ..cases import CASES
+    from ..integrators import METHODS_BY_FAMILY
+
+    for family, methods in METHODS_BY_FAMILY.items():
+        cases = [name for name, case in CASES.items() if case.family == family]
+        print(f"{family} methods (apply to: {', '.join(cases) or 'no built-in case'}):")
+        rows = [_method_row(name, factory()) for name, factory in methods.items()]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for row in rows:
+            cells = [cell.ljust(w) for cell, w in zip(row, widths)]
+            print("  " + "  ".join(cells + [row[4]]))
+    return 0
+
+
+def _method_row(name: str, integrator) -> list[str]:
+    implicit = integrator.implicit
+    kind = "implicit" if implicit else "explicit"
+    keeps = ",".join(sorted(integrator.preserves)) or "-"
+    return [name, f"order {integrator.order}", kind, f"keeps {keeps}", integrator.reference]

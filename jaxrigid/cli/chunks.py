@@ -1,0 +1,124 @@
+"""Chunking of a run: equal chunks (one compile) and at most one shorter tail chunk; the
+progress bar over the chunks and the clock of JAX's compile time."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+MAX_SAVES = 2000  # at most about this many saved states per run
+CHUNK_STEPS = 2000  # aim for chunks of about this many steps (progress-bar granularity)
+MAX_CHUNKS = 50
+_COMPILE_EVENTS = frozenset(
+    {
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    }
+)
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of `n`, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def _smallest_divisor_from(n: int, k: int) -> int:
+    """The smallest divisor of `n` that is at least `k` (`n` itself at worst)."""
+    return next(d for d in _divisors(n) if d >= k)
+
+
+def plan_chunks(n_steps: int) -> list[tuple[int, int]]:
+    """`[(steps, save_every), ...]` covering `n_steps`: equal chunks (one compilation), then
+    maybe a shorter tail; about `CHUNK_STEPS` steps a chunk, at most ~`MAX_SAVES` saves.
+
+    The save stride is a divisor of `n_steps` when one lies within twice the smallest stride
+    allowed, and the saves per chunk a divisor of the saves when one lies within a factor 2
+    of the wanted number: then there is no tail.
+    """
+    s = -(-n_steps // MAX_SAVES)
+    d = _smallest_divisor_from(n_steps, s)
+    s = d if d <= 2 * s else s
+    n_save = n_steps // s
+    k = max(1, n_save // min(MAX_CHUNKS, max(1, n_steps // CHUNK_STEPS)))
+    k = max([d for d in _divisors(n_save) if k // 2 <= d <= k] or [k])
+    chunks = [(k * s, s)] * (n_steps // (k * s))
+    tail = n_steps % (k * s)
+    if tail:  # saved at most as densely as the other chunks
+        chunks.append((tail, _smallest_divisor_from(tail, min(s, -(-tail // k)))))
+    return chunks
+
+
+class _Progress:
+    """A one-line progress bar on stderr (only when stderr is a terminal). The estimate of
+    the time left uses the chunks after the first, which includes the compilation."""
+
+    def __init__(self, total: int, enabled: bool, width: int = 30):
+        self.total, self.width, self.first = total, width, None
+        self.t0 = time.perf_counter()
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now, frac = time.perf_counter(), done / self.total
+        if done == 0:
+            note = "compiling"
+        elif self.first is None:
+            self.first, note = (done, now), ""
+        else:
+            rate = (done - self.first[0]) / max(now - self.first[1], 1e-9)
+            note = f"~{(self.total - done) / rate:.0f} s left"
+        bar = "#" * int(self.width * frac)
+        sys.stderr.write(
+            f"\r[{bar:<{self.width}}] {100 * frac:5.1f}%  step {done}/{self.total}"
+            f"  {now - self.t0:.1f} s  {note:<16}"
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+class _CompileClock:
+    """Wall time JAX spends tracing, lowering and compiling while active (union of spans)."""
+
+    def __enter__(self):
+        import jax.monitoring as monitoring
+
+        self.spans: list[tuple[float, float]] = []
+        self.durations = 0.0
+        self._spans = hasattr(monitoring, "register_event_time_span_listener")
+        if self._spans:
+            monitoring.register_event_time_span_listener(self._on_span)
+        else:  # older jax: durations (nested traces may be counted twice)
+            monitoring.register_event_duration_secs_listener(self._on_duration)
+        return self
+
+    def __exit__(self, *exc):
+        import jax.monitoring as monitoring
+
+        if self._spans:
+            monitoring.unregister_event_time_span_listener(self._on_span)
+        else:
+            monitoring.unregister_event_duration_listener(self._on_duration)
+
+    def _on_span(self, event, start, end, **kwargs):
+        if event in _COMPILE_EVENTS:
+            self.spans.append((start, end))
+
+    def _on_duration(self, event, duration, **kwargs):
+        if event in _COMPILE_EVENTS:
+            self.durations += duration
+
+    @property
+    def seconds(self) -> float:
+        total, reach = self.durations, -math.inf
+        for start, end in sorted(self.spans):
+            total += max(0.0, end - max(start, reach))
+            reach = max(reach, end)
+        return total

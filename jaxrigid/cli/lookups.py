@@ -1,0 +1,70 @@
+"""Resolve the command's input: case and method names, `--set` overrides, positive numbers.
+
+Bad input raises `UsageError` with a message that says what would be valid.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import UsageError
+
+
+def _find_case(name: str):
+    from ..cases import CASES
+
+    for key, case in CASES.items():
+        if key.lower() == name.lower():
+            return case
+    raise UsageError(f"unknown case {name!r}; valid cases: {', '.join(CASES)}")
+
+
+def _find_method(name: str, case) -> tuple[str, Any]:
+    """Canonical name and a fresh integrator of `name` for `case`'s family."""
+    from ..integrators import METHODS_BY_FAMILY
+
+    own = METHODS_BY_FAMILY.get(case.family, {})
+    valid = ", ".join(own)
+    for family, methods in METHODS_BY_FAMILY.items():
+        for key, factory in methods.items():
+            if key.lower() == name.lower():
+                if family != case.family:
+                    raise UsageError(
+                        f"method {key} is for {family} cases and does not apply to case "
+                        f"{case.name} ({case.family}); valid methods for it: {valid}"
+                    )
+                return key, factory()
+    raise UsageError(f"unknown method {name!r} for case {case.name}; valid methods: {valid}")
+
+
+def _parse_sets(items: list[str], case) -> dict[str, float]:
+    """`NAME=VALUE` overrides, names matched case-insensitively to the case's parameters."""
+    names = {k.lower(): k for k in case.parameters}
+    valid = ", ".join(case.parameters)
+    overrides = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            raise UsageError(
+                f"--set {item!r} must be NAME=VALUE; parameters of {case.name}: {valid}"
+            )
+        key = name if name in case.parameters else names.get(name.lower())
+        if key is None:
+            raise UsageError(f"case {case.name} has no parameter {name!r}; valid: {valid}")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise UsageError(f"--set {key}={value!r}: the value must be a finite number")
+        overrides[key] = number
+    return overrides
+
+
+def _positive(value: float | None, default: float, flag: str) -> float:
+    value = default if value is None else value
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be a positive finite number, got {value}")
+    return float(value)

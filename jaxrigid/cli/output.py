@@ -1,0 +1,177 @@
+"""`jaxrigid run`'s results: invariants, the report (JSON), the `.npz`/`.csv`/`.png` files,
+warnings and the human summary."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import UsageError, _warn
+
+if TYPE_CHECKING:
+    from .run import RunSpec, Trajectory
+
+
+def _invariants(model, ts, states) -> dict[str, np.ndarray]:
+    """`{name: (*ensemble, n_save)}` along the saved trajectory."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..diagnostics import invariants_along
+
+    values = jax.jit(invariants_along)(model, jnp.asarray(ts), states)
+    return {k: np.asarray(v) for k, v in values.items()}
+
+
+def _jsonable(x):
+    """Numbers, arrays and containers as JSON values; non-finite floats become `null`."""
+    if isinstance(x, dict) or hasattr(x, "_asdict"):
+        items = x._asdict().items() if hasattr(x, "_asdict") else x.items()
+        return {str(k): _jsonable(v) for k, v in items}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "__array__") or isinstance(x, np.generic):
+        x = np.asarray(x)
+        return _jsonable(x.tolist()) if x.ndim else _jsonable(x.item())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _report(spec: RunSpec, traj: Trajectory, invariants, observables) -> dict:
+    summary = {
+        name: {
+            "initial": v[..., 0],
+            "final": v[..., -1],
+            "max_abs_drift": np.max(np.abs(v - v[..., :1]), axis=-1),
+        }
+        for name, v in invariants.items()
+    }
+    return _jsonable(
+        {
+            "case": spec.case.name,
+            "method": spec.method,
+            "dt": spec.dt,
+            "t_end": spec.t_end,
+            "n_steps": spec.n_steps,
+            "ensemble": spec.ensemble,
+            "parameters": spec.params,
+            "final_state": traj.final,
+            "invariants": summary,
+            "observables": observables,
+            "newton": {
+                "max_iterations": traj.max_iterations,
+                "max_residual": traj.max_residual,
+                "all_converged": traj.all_converged,
+            },
+            "compile_seconds": traj.compile_seconds,
+            "run_seconds": traj.run_seconds,
+        }
+    )
+
+
+def _write_npz(path: Path, traj: Trajectory) -> None:
+    arrays = traj.states._asdict() if hasattr(traj.states, "_asdict") else {"state": traj.states}
+    np.savez(path, t=traj.ts, **{k: np.asarray(v) for k, v in arrays.items()})
+
+
+def _write_csv(path: Path, spec: RunSpec, ts, invariants) -> None:
+    names = list(invariants)
+    table = np.column_stack([ts] + [invariants[k].reshape(-1, ts.shape[0])[0] for k in names])
+    who = f"; ensemble member 0 of {spec.ensemble}" if spec.ensemble is not None else ""
+    with open(path, "w") as f:
+        f.write(
+            f"# jaxrigid run {spec.case.name}: method {spec.method}, dt {spec.dt:g}, "
+            f"{spec.n_steps} steps{who}\n"
+        )
+        f.write(",".join(["t"] + names) + "\n")
+        np.savetxt(f, table, delimiter=",", fmt="%.17g")
+
+
+def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
+    """Invariant drifts (log scale) and body momentum against t. False without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return False
+    ts = traj.ts
+    fig = Figure(figsize=(8, 7), layout="constrained")
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for name, v in invariants.items():
+        drift = np.abs(v - v[..., :1]).reshape(-1, ts.shape[0])[0]
+        top.plot(ts[1:], drift[1:], label=name, lw=0.8)
+    top.set_yscale("log", nonpositive="mask")
+    top.set_ylabel("|I(t) − I(0)|")
+    top.legend(fontsize="small", ncol=4)
+    Pi = np.asarray(getattr(traj.states, "Pi", np.zeros((0, 3))))
+    Pi = Pi.reshape(-1, ts.shape[0], 3)[0] if Pi.size else np.zeros((ts.shape[0], 0))
+    for i in range(Pi.shape[1]):
+        bottom.plot(ts, Pi[:, i], label=f"Π{i + 1}", lw=0.8)
+    bottom.set_xlabel("t")
+    bottom.set_ylabel("body momentum Π")
+    bottom.legend(fontsize="small")
+    who = f", member 0 of {spec.ensemble}" if spec.ensemble is not None else ""
+    top.set_title(f"{spec.case.name}, {spec.method}, dt = {spec.dt:g}{who}")
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def _writable(out: Path) -> None:
+    """Create the output directory before the run (a bad `--out` is bad input)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--out {str(out)!r} is not a usable directory: {err}") from None
+
+
+def _write_outputs(spec: RunSpec, traj: Trajectory, invariants) -> list[Path]:
+    spec.out.mkdir(parents=True, exist_ok=True)
+    name = spec.case.name
+    paths = [spec.out / f"{name}.npz", spec.out / f"{name}_invariants.csv"]
+    _write_npz(paths[0], traj)
+    _write_csv(paths[1], spec, traj.ts, invariants)
+    png = spec.out / f"{name}.png"
+    if _write_png(png, spec, traj, invariants):
+        paths.append(png)
+    else:
+        _warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
+    return paths
+
+
+def _warn_failures(spec: RunSpec, traj: Trajectory) -> None:
+    if not traj.all_converged:
+        step = traj.first_failure
+        _warn(
+            f"Newton did not converge in some steps (first at step {step}, "
+            f"t = {step * spec.dt:g}; max residual {traj.max_residual:.3g}); "
+            "try a smaller --dt"
+        )
+    if traj.nonfinite:
+        _warn("the state became non-finite (NaN/inf) in the run; try a smaller --dt")
+
+
+def _print_summary(report: dict, paths: list[Path]) -> None:
+    ens = f", ensemble of {report['ensemble']}" if report["ensemble"] is not None else ""
+    print(
+        f"{report['case']}: {report['method']}, dt = {report['dt']:g}, "
+        f"{report['n_steps']} steps to t = {report['t_end']:g}{ens}"
+    )
+    drifts = ", ".join(
+        f"{k} {np.nanmax(np.asarray(v['max_abs_drift'], dtype=float)):.2e}"
+        for k, v in report["invariants"].items()
+    )
+    print(f"max |drift|: {drifts}")
+    nw = report["newton"]
+    if nw["max_iterations"]:
+        ok = "all converged" if nw["all_converged"] else "SOME FAILED"
+        print(
+            f"Newton: {ok}, at most {nw['max_iterations']} iterations, "
+            f"max residual {nw['max_residual']:.2e}"
+        )
+    print(f"time: compile {report['compile_seconds']:.2f} s, run {report['run_seconds']:.2f} s")
+    print("wrote " + ", ".join(str(p) for p in paths))

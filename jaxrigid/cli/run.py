@@ -1,0 +1,257 @@
+"""`jaxrigid run`: the run's setup, its chunked integration, and the command itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .chunks import _CompileClock, _Progress, plan_chunks
+from .errors import RunError, UsageError
+from .lookups import _find_case, _find_method, _parse_sets, _positive
+from .output import _invariants, _print_summary, _report, _warn_failures, _writable, _write_outputs
+
+_INT32_MAX = 2**31 - 1
+
+
+# ----------------------------------------------------------------------------------------
+# Setup
+
+
+@dataclasses.dataclass
+class RunSpec:
+    case: Any
+    method: str
+    integrator: Any
+    params: dict[str, float]
+    dt: float
+    n_steps: int
+    ensemble: int | None
+    seed: int
+    out: Path
+
+    @property
+    def t_end(self) -> float:
+        return self.n_steps * self.dt
+
+
+def _run_spec(args) -> RunSpec:
+    case = _find_case(args.case)
+    method, integrator = _find_method(args.method or case.default_method, case)
+    dt = _positive(args.dt, case.default_dt, "--dt")
+    t_end = _positive(args.t_end, case.default_t_end, "--t-end")
+    if args.ensemble is not None and args.ensemble < 1:
+        raise UsageError(f"--ensemble must be a positive integer, got {args.ensemble}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    ratio = t_end / dt
+    if not math.isfinite(ratio) or ratio > _INT32_MAX:
+        raise UsageError(f"--t-end / --dt = {ratio:g} steps; at most {_INT32_MAX} are supported")
+    params = case.resolve(_parse_sets(args.set, case))
+    return RunSpec(
+        case,
+        method,
+        integrator,
+        params,
+        dt,
+        max(1, round(ratio)),
+        args.ensemble,
+        args.seed,
+        Path(args.out),
+    )
+
+
+def _initial(spec: RunSpec):
+    """`(model, state0)` of the case, with the ensemble's leading axis if asked."""
+    try:
+        model, state0 = spec.case.build(spec.params)
+    except ValueError as err:
+        raise UsageError(f"case {spec.case.name}: {err}") from None
+    if spec.ensemble is not None:
+        rng = np.random.default_rng(spec.seed)
+        state0 = spec.case.perturb(state0, rng, spec.case.ensemble_spread, spec.ensemble)
+    return model, state0
+
+
+# ----------------------------------------------------------------------------------------
+# Integration
+
+
+@dataclasses.dataclass
+class Trajectory:
+    ts: np.ndarray
+    states: Any  # leaves (*ensemble, n_save, *event)
+    final: Any
+    max_iterations: int
+    max_residual: float
+    all_converged: bool
+    first_failure: int  # step index, −1 if none
+    nonfinite: bool
+    compile_seconds: float
+    run_seconds: float
+
+
+def _nonfinite_members(state, ndims) -> np.ndarray:
+    """Per member (or scalar): any non-finite value in the state."""
+    import jax
+
+    def bad(x, e):
+        x = np.asarray(x)
+        return ~np.isfinite(x).all(axis=tuple(range(x.ndim - e, x.ndim)))
+
+    flags = jax.tree_util.tree_leaves(jax.tree_util.tree_map(bad, state, ndims))
+    return np.logical_or.reduce(flags)
+
+
+def _where_members(mask, a, b, ndims):
+    """Members of `a` where `mask`, else of `b` (leaves with `(*ensemble, ...)` axes)."""
+    import jax
+
+    def pick(x, y, e):
+        x, y = np.asarray(x), np.asarray(y)
+        m = np.reshape(mask, np.shape(mask) + (1,) * (x.ndim - np.ndim(mask)))
+        return np.where(m, x, y)
+
+    return jax.tree_util.tree_map(pick, a, b, ndims)
+
+
+def _time_axis_op(fn, ndims, *trees):
+    """Apply `fn(leaves..., axis)` with `axis` the time axis of each leaf."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda e, *xs: fn(*xs, axis=xs[0].ndim - e - 1), ndims, *trees)
+
+
+def _nan_like(tree):
+    import jax
+
+    return jax.tree_util.tree_map(lambda x: np.full(np.shape(x), np.nan), tree)
+
+
+class _Chunks:
+    """Accumulates the chunks' saved states, times and Newton summaries."""
+
+    def __init__(self, ndims):
+        self.ndims, self.ts, self.states, self.newton, self.first_failure = ndims, [], [], [], -1
+
+    def add(self, sol, masked, offset: int) -> None:
+        import jax
+
+        states = jax.tree_util.tree_map(np.asarray, sol.states)
+        if masked.any():
+            states = _where_members(masked, _nan_like(states), states, self.ndims)
+        first = 0 if not self.ts else 1  # later chunks repeat their initial state
+        self.ts.append(np.asarray(sol.ts)[first:])
+        self.states.append(
+            _time_axis_op(
+                lambda x, axis: np.take(x, np.arange(first, x.shape[axis]), axis=axis),
+                self.ndims,
+                states,
+            )
+        )
+        newton = jax.tree_util.tree_map(np.asarray, sol.newton)
+        if masked.any():  # restarted members: their outcomes are not the run's
+            newton = newton._replace(
+                max_iterations=np.where(masked, 0, newton.max_iterations),
+                max_residual=np.where(masked, 0.0, newton.max_residual),
+                all_converged=np.where(masked, True, newton.all_converged),
+                first_failure=np.where(masked, -1, newton.first_failure),
+            )
+        self.newton.append(newton)
+        f = self.newton[-1].first_failure
+        if self.first_failure < 0 and (f >= 0).any():
+            self.first_failure = offset + int(f[f >= 0].min())
+
+    def concatenated(self):
+        joined = _time_axis_op(
+            lambda *xs, axis: np.concatenate(xs, axis=axis), self.ndims, *self.states
+        )
+        return np.concatenate(self.ts), joined
+
+
+def _simulate_chunk(spec: RunSpec, model, state, steps, save_every, done: int):
+    import jax
+
+    from ..simulate import simulate
+
+    try:
+        sol = simulate(
+            spec.integrator, model, state, spec.dt, steps, t0=done * spec.dt, save_every=save_every
+        )
+    except ValueError as err:
+        if done == 0:
+            raise UsageError(f"case {spec.case.name}: {err}") from None
+        raise RunError(f"at t = {done * spec.dt:g}: {err}") from None
+    return jax.block_until_ready(sol)
+
+
+def _integrate(spec: RunSpec, model, state0, progress: _Progress) -> Trajectory:
+    """Run `simulate` chunk by chunk from `state0`. A member whose state turned non-finite is
+    restarted from `state0` (`simulate` rejects non-finite states) and masked to NaN."""
+    import jax
+
+    ndims = model.state_event_ndims()
+    acc = _Chunks(ndims)
+    state, done, masked = state0, 0, np.zeros((), bool)
+    with _CompileClock() as clock:
+        start = time.perf_counter()
+        progress.update(0)
+        for steps, save_every in plan_chunks(spec.n_steps):
+            masked = masked | _nonfinite_members(state, ndims)
+            if masked.any():
+                state = _where_members(masked, state0, state, ndims)
+            sol = _simulate_chunk(spec, model, state, steps, save_every, done)
+            acc.add(sol, masked, done)
+            state, done = sol.final_state, done + steps
+            progress.update(done)
+        wall = time.perf_counter() - start
+    progress.close()
+    final = jax.tree_util.tree_map(np.asarray, state)
+    masked = masked | _nonfinite_members(final, ndims)
+    if masked.any():
+        final = _where_members(masked, _nan_like(final), final, ndims)
+    ts, states = acc.concatenated()
+    newton = acc.newton
+    return Trajectory(
+        ts=ts,
+        states=states,
+        final=final,
+        max_iterations=int(max(np.max(n.max_iterations) for n in newton)),
+        max_residual=float(max(np.max(n.max_residual) for n in newton)),
+        all_converged=bool(all(np.all(n.all_converged) for n in newton)),
+        first_failure=acc.first_failure,
+        nonfinite=bool(masked.any()),
+        compile_seconds=clock.seconds,
+        run_seconds=max(0.0, wall - clock.seconds),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# The command
+
+
+def cmd_run(args) -> int:
+    """Integrate a case; write `.npz`, `.csv` and `.png`; print a summary or JSON."""
+    spec = _run_spec(args)
+    _writable(spec.out)
+    model, state0 = _initial(spec)
+    progress = _Progress(spec.n_steps, enabled=len(plan_chunks(spec.n_steps)) > 1)
+    traj = _integrate(spec, model, state0, progress)
+    invariants = _invariants(model, traj.ts, traj.states)
+    observables = spec.case.observables(model, traj.ts, traj.states, spec.params)
+    report = _report(spec, traj, invariants, observables)
+    try:
+        paths = _write_outputs(spec, traj, invariants)
+    except OSError as err:
+        raise RunError(f"cannot write into {str(spec.out)!r}: {err}") from None
+    _warn_failures(spec, traj)
+    if args.json:
+        print(json.dumps(report, allow_nan=False))
+    else:
+        _print_summary(report, paths)
+    return 0

@@ -1,0 +1,201 @@
+"""Classical and partitioned Runge–Kutta methods on the Hamiltonian problems of Chaurasia (2012)
+ch. 2: measured order, symplecticity of one step, quadratic invariants, energy behaviour,
+tableau validation, and ensembles."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import integrate
+
+import jaxrigid as jr
+from jaxrigid.cases.hamiltonian import CASES
+from jaxrigid.diagnostics import measured_order
+from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
+from jaxrigid.integrators.partitioned import PartitionedTableau
+from jaxrigid.integrators.tableau import GAUSS4, SUN_GENG5, ButcherTableau
+from jaxrigid.models.hamiltonian import CanonicalState, kepler_solution
+
+METHODS = list(HAMILTONIAN_METHODS)
+SYMPLECTIC = [n for n in METHODS if HAMILTONIAN_METHODS[n]().symplectic]
+NOT_SYMPLECTIC = ["euler", "implicit-euler", "rk4", "radau5"]
+CASE = {c.name: c for c in CASES}
+
+
+def build(name, **overrides):
+    case = CASE[name]
+    return case.build(case.resolve(overrides))
+
+
+def ho_exact(t):
+    return np.array([np.sin(2 * t)]), np.array([2 * np.cos(2 * t)])  # m = 1, k = 4
+
+
+def kepler_exact(t):
+    return kepler_solution(t, 0.6)
+
+
+# (t_end, coarsest Δt) per problem and order, chosen so that four halvings of Δt stay in the
+# asymptotic regime (successive error ratios within 2^(p ± 0.15)) and the smallest error stays
+# ≥ 5e-13, a hundred times the round-off accumulated over the finest run (≤ 16 000 steps).
+# Kepler: t_end is never a multiple of the period 2π: there the O(h) terms of the symplectic
+# Eulers (conjugate to Störmer–Verlet) and the O(h⁵) term of Sun Geng's method cancel, and
+# their measured orders are 2 and 6. Order 1 starts at the pericentre, the hardest part of the
+# orbit, with small steps; order 5 runs to t = 0.5 only, because Sun Geng's h⁵ term is small
+# against its h⁶ term (over t ∈ [0, 5] the slope is 5.4 for Δt ∈ [0.006, 0.05]).
+SETUP = {
+    "harmonic-oscillator": (ho_exact, {1: (2.0, 0.02), 2: (2.0, 0.02), 4: (10.0, 0.1)}),
+    "kepler": (kepler_exact, {1: (2.0, 0.001), 2: (5.0, 0.02), 4: (5.0, 0.01), 5: (0.5, 1 / 32)}),
+}
+SETUP["harmonic-oscillator"][1].update({5: (10.0, 0.25), 6: (10.0, 0.25)})
+SETUP["kepler"][1][6] = (5.0, 0.05)
+
+
+def expected_order(integrator, problem):
+    """The method's order; on the (linear) oscillator, the order of its stability function
+    (Sun Geng's method: 6, the Padé approximant of Gauss6)."""
+    if problem == "harmonic-oscillator" and hasattr(integrator.tableau, "stability_order"):
+        return integrator.tableau.stability_order
+    return integrator.order
+
+
+@pytest.mark.parametrize("problem", list(SETUP))
+@pytest.mark.parametrize("name", METHODS)
+def test_measured_order(name, problem):
+    integrator = HAMILTONIAN_METHODS[name]()
+    model, state0 = build(problem)
+    exact, table = SETUP[problem]
+    t_end, dt0 = table[integrator.order]
+    q_ref, p_ref = exact(t_end)
+    n0 = round(t_end / dt0)
+    dts = [t_end / (n0 * 2**k) for k in range(4)]
+    errors = []
+    for k, dt in enumerate(dts):
+        final = integrate(integrator, model, state0, dt, n0 * 2**k, chunk=n0)
+        errors.append(max(np.max(np.abs(final.q - q_ref)), np.max(np.abs(final.p - p_ref))))
+    order = measured_order(dts, errors)
+    # ±0.15: the window four halvings resolve in the asymptotic regime (see SETUP).
+    assert abs(order - expected_order(integrator, problem)) <= 0.15, (order, errors)
+
+
+def _step_jacobian(integrator, model, state, dt):
+    def flow(y):
+        n = y.shape[0] // 2
+        out, _ = integrator.step(model, CanonicalState(y[:n], y[n:]), 0.0, dt)
+        return jnp.concatenate([out.q, out.p])
+
+    y = jnp.concatenate([state.q, state.p])
+    return jax.jit(jax.jacfwd(flow))(y)
+
+
+def _symplecticity_defect(name, problem, dt):
+    model, state = build(problem)
+    J = _step_jacobian(HAMILTONIAN_METHODS[name](), model, state, dt)
+    n = J.shape[0] // 2
+    Omega = jnp.block([[jnp.zeros((n, n)), jnp.eye(n)], [-jnp.eye(n), jnp.zeros((n, n))]])
+    return float(jnp.max(jnp.abs(J.T @ Omega @ J - Omega)))
+
+
+# The pendulum's H is not separable (all implicit stages matter); Kepler's state is 4-D, so
+# JᵀΩJ = Ω is more than det J = 1. Δt is large so that non-symplectic defects are visible.
+@pytest.mark.parametrize("problem,dt", [("pendulum", 0.3), ("kepler", 0.1)])
+@pytest.mark.parametrize("name", METHODS)
+def test_symplectic_condition(name, problem, dt):
+    defect = _symplecticity_defect(name, problem, dt)
+    if name in SYMPLECTIC:
+        # Round-off: entries of J are O(1)–O(10); the Newton solve (full Newton stopped at
+        # eps^(3/4), so its error is ~eps^(3/2)) and the implicit-function derivative of the
+        # stages are exact to a few eps.
+        assert defect < 1e-13, defect
+    else:
+        # The defect of a non-symplectic method is O(h^(p+1)), far above round-off here.
+        assert name in NOT_SYMPLECTIC and defect > 1e-7, defect
+
+
+LONG = ["gauss2", "gauss4", "gauss6", "sungeng5", "stormer-verlet", "rk4", "radau5"]
+
+
+@functools.cache
+def kepler_long_run(name):
+    """Kepler, Δt = 0.05 for 10⁴ steps (t = 500, about 80 periods), every 10th state."""
+    model, state0 = build("kepler")
+    sol = jr.simulate(HAMILTONIAN_METHODS[name](), model, state0, 0.05, 10_000, save_every=10)
+    assert bool(sol.newton.all_converged)
+    inv = jax.vmap(lambda s: model.invariants(0.0, s))(sol.states)
+    return {k: np.asarray(v - v[0]) for k, v in inv.items()}
+
+
+@pytest.mark.parametrize("name", LONG)
+def test_kepler_angular_momentum(name):
+    drift = np.max(np.abs(kepler_long_run(name)["L"]))
+    if "L" in HAMILTONIAN_METHODS[name]().preserves:
+        # Round-off: |L| = 0.8 and 10⁴ steps of a few eps each, accumulated as a random walk.
+        assert drift < 1e-12, drift
+    else:
+        assert drift > 1e-6, drift  # rk4 and radau5 do not keep quadratic invariants
+
+
+@pytest.mark.parametrize("name", LONG)
+def test_kepler_energy_bounded_or_drifting(name):
+    dH = np.abs(kepler_long_run(name)["H"])
+    first, last = dH[: len(dH) // 10].max(), dH[-len(dH) // 10 :].max()  # windows of 8 periods
+    if HAMILTONIAN_METHODS[name]().symplectic:
+        assert last < 2 * first, (first, last)  # bounded: no growth from the first to last tenth
+    else:
+        assert last > 5 * first, (first, last)  # secular drift, linear in t (ratio ≈ 10)
+
+
+def test_tableau_validation():
+    a, b, c = GAUSS4.a, GAUSS4.b, GAUSS4.c
+    with pytest.raises(ValueError, match="row sums"):
+        ButcherTableau("broken", a + 0.01, b, c, 4)
+    with pytest.raises(ValueError, match=r"order condition Σ b A c² = 1/12"):
+        ButcherTableau("broken", a + [[0.0, 0.01], [-0.01, 0.0]], b, c, 4)
+    with pytest.raises(ValueError, match=r"must be \(2, 2\)"):
+        ButcherTableau("broken", a[:1], b, c, 4)
+    with pytest.raises(ValueError, match="B\\(6\\)"):  # Sun Geng's method is of order 5 only
+        ButcherTableau("sungeng6", SUN_GENG5.a, SUN_GENG5.b, SUN_GENG5.c, 6)
+    explicit = ButcherTableau("e", [[0.0]], [1.0], [0.0], 1)
+    with pytest.raises(ValueError, match="not symplectic"):
+        PartitionedTableau("euler-pair", explicit, explicit, 1)
+
+
+def test_ensemble_equals_single_runs():
+    model, state0 = build("kepler")
+    ensemble = CASE["kepler"].perturb(state0, np.random.default_rng(0), 1e-2, 3)
+    integrator = HAMILTONIAN_METHODS["gauss4"]()
+    batched = jr.simulate(integrator, model, ensemble, 0.05, 50).final_state
+    for i in range(3):
+        member = jax.tree_util.tree_map(lambda x: x[i], ensemble)
+        single = jr.simulate(integrator, model, member, 0.05, 50).final_state
+        # vmap of the same arithmetic: equal up to a few ulps (fused operations may differ).
+        np.testing.assert_allclose(batched.q[i], single.q, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(batched.p[i], single.p, rtol=0, atol=1e-13)
+
+
+def test_parameter_sweep_equals_single_runs():
+    """An ensemble over the oscillator's spring constant via `model_axes`."""
+    ks = jnp.array([1.0, 4.0, 9.0])
+    model, state0 = build("harmonic-oscillator")
+    swept = model.__class__(model.hamiltonian, model.params._replace(k=ks))
+    axes = model.__class__(model.hamiltonian, model.params._replace(m=None, k=0))
+    integrator = HAMILTONIAN_METHODS["stormer-verlet"]()
+    batched = jr.simulate(integrator, swept, state0, 0.01, 100, model_axes=axes).final_state
+    for i, k in enumerate([1.0, 4.0, 9.0]):
+        single_model, _ = build("harmonic-oscillator", k=k)
+        single = jr.simulate(integrator, single_model, state0, 0.01, 100).final_state
+        np.testing.assert_allclose(batched.q[i], single.q, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", list(CASE))
+def test_case_runs_with_its_default_method(name):
+    case = CASE[name]
+    model, state0 = build(name)
+    integrator = HAMILTONIAN_METHODS[case.default_method]()
+    sol = jr.simulate(integrator, model, state0, case.default_dt, 20)
+    assert bool(sol.newton.all_converged)
+    H0 = model.invariants(0.0, state0)["H"]
+    H1 = model.invariants(0.0, sol.final_state)["H"]
+    assert abs(float(H1 - H0)) < 0.05 * max(1.0, abs(float(H0)))  # a short, sane run
