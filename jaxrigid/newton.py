@@ -12,6 +12,7 @@ The outcome is returned as data (`NewtonInfo`), never raised: callers decide (DE
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import equinox as eqx
@@ -81,6 +82,12 @@ class Newton(eqx.Module):
         return x, NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
 
 
+def max_abs(v):
+    """`max |v_i|` of a small flat vector, as a chain of elementwise maxima: under `vmap` XLA
+    fuses it into its neighbours, where a reduction would be its own pass over an ensemble."""
+    return functools.reduce(jnp.maximum, [jnp.abs(v[i]) for i in range(v.shape[0])])
+
+
 def _value_and_jacobian(f, x):
     J, r = jax.jacfwd(lambda z: (f(z), f(z)), has_aux=True)(x)
     return r, J
@@ -107,9 +114,9 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord):
         k, x, _, _, _ = carry
         r, dx = update(x)
         x_new = x + dx
-        finite = jnp.all(jnp.isfinite(x_new)) & jnp.all(jnp.isfinite(r))
-        small = jnp.max(jnp.abs(dx)) <= atol + rtol * jnp.max(jnp.abs(x_new))
-        res = jnp.max(jnp.abs(r))
+        res = max_abs(r)
+        finite = jnp.isfinite(max_abs(x_new)) & jnp.isfinite(res)
+        small = max_abs(dx) <= atol + rtol * max_abs(x_new)
         return k + 1, x_new, res, small | ~finite, small & finite
 
     init = (jnp.int32(0), x0, jnp.asarray(jnp.inf, dtype), jnp.bool_(False), jnp.bool_(False))

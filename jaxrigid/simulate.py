@@ -176,17 +176,22 @@ def simulate(
 
 
 def _leaves_with_axes(model, model_axes):
+    """The model's array leaves and, for each, its ensemble axis (`None`: shared), from a
+    `vmap`-style prefix. Axes travel wrapped in 1-tuples so that `None` is not dropped."""
     leaves = jax.tree_util.tree_leaves(model)
-    if isinstance(model_axes, int):
+    if model_axes is None or isinstance(model_axes, int):
         return leaves, [model_axes] * len(leaves)
-    axes = jax.tree_util.tree_leaves(
-        jax.tree_util.tree_map(
-            lambda a, sub: [a] * len(jax.tree_util.tree_leaves(sub)),
-            model_axes,
-            model,
-            is_leaf=lambda x: x is None,
-        )
+    wrapped = jax.tree_util.tree_map(
+        lambda a, sub: [(a,)] * len(jax.tree_util.tree_leaves(sub)),
+        model_axes,
+        model,
+        is_leaf=lambda x: x is None,
     )
+    axes = [
+        t[0] for t in jax.tree_util.tree_leaves(wrapped, is_leaf=lambda x: isinstance(x, tuple))
+    ]
+    if len(axes) != len(leaves):
+        raise ValueError("model_axes must be a prefix of the model's pytree structure")
     return leaves, axes
 
 

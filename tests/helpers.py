@@ -14,6 +14,8 @@ from jaxrigid.integrators import RIGID_BODY_METHODS
 from jaxrigid.reference import rigid_body_reference
 
 ALL_METHODS = list(RIGID_BODY_METHODS)
+# methods for any rigid body (the torqued Krysl problems); DMV is for the free body only
+TORQUED_METHODS = [n for n in ALL_METHODS if not RIGID_BODY_METHODS[n]().torque_free_only]
 SECOND_ORDER = [n for n in ALL_METHODS if RIGID_BODY_METHODS[n]().order == 2]
 PAPER_SEVEN = ["AKW", "BBTRAP", "SWC1", "TRAP", "IMID", "TRAPM", "IMIDM"]
 

@@ -209,3 +209,20 @@ def test_module_entry_point():
     )
     assert proc.returncode == 0, proc.stderr
     assert TF in proc.stdout
+
+
+def test_hamiltonian_case_runs_with_its_own_state_names(tmp_path):
+    """A case of another family: final_state is named after its state (q, p), and Gauss4
+    keeps Kepler's angular momentum L to round-off (a quadratic invariant; 1e-13 over 40
+    steps of rounding)."""
+    rc, report, _ = _run(["kepler", "--method", "gauss4", "--t-end", "2"], tmp_path)
+    assert rc == 0 and set(report["final_state"]) == {"q", "p"}
+    assert report["invariants"]["L"]["max_abs_drift"] < 1e-13
+    assert (tmp_path / "kepler.png").stat().st_size > 0
+
+
+def test_torque_free_only_method_is_refused_for_a_torqued_case(tmp_path, capsys):
+    rc = cli.main(["run", "krysl-slow-top", "--method", "DMV-body", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "torque-free" in err[0] and "IMIDM" in err[0] and "DMV-body" not in err[0].split(":")[-1]

@@ -105,10 +105,15 @@ def test_midpoint_and_trapezoid_are_conjugate(case_name, midpoint, trapezoid, bw
 
 
 SYMMETRIC = [n for n, f in RIGID_BODY_METHODS.items() if f().symmetric]
+SYMMETRIC_CASES = [
+    (name, case_name)
+    for name in SYMMETRIC
+    for case_name in PROBLEMS
+    if case_name == "krysl-torque-free" or not method(name).torque_free_only
+]
 
 
-@pytest.mark.parametrize("case_name", PROBLEMS)
-@pytest.mark.parametrize("name", SYMMETRIC)
+@pytest.mark.parametrize("name,case_name", SYMMETRIC_CASES)
 def test_symmetric_methods_retrace_their_steps(case_name, name):
     model, s0 = problem(case_name)
     h = DT[case_name]
@@ -119,7 +124,8 @@ def test_symmetric_methods_retrace_their_steps(case_name, name):
 
 
 def test_symmetric_flags_match_the_paper():
-    assert set(SYMMETRIC) == {"TRAP", "IMID", "TRAPM", "IMIDM", "SWC1", "AKW", "BBTRAP"}
+    krysl = {n for n in SYMMETRIC if not n.startswith("DMV")}
+    assert krysl == {"TRAP", "IMID", "TRAPM", "IMIDM", "SWC1", "AKW", "BBTRAP"}
 
 
 def test_non_symmetric_methods_do_not_retrace():

@@ -98,10 +98,18 @@ def _symplecticity_defect(name, problem, dt):
     return float(jnp.max(jnp.abs(J.T @ Omega @ J - Omega)))
 
 
-# The pendulum's H is not separable (all implicit stages matter); Kepler's state is 4-D, so
-# JᵀΩJ = Ω is more than det J = 1. Δt is large so that non-symplectic defects are visible.
-@pytest.mark.parametrize("problem,dt", [("pendulum", 0.3), ("kepler", 0.1)])
-@pytest.mark.parametrize("name", METHODS)
+# The pendulum's H is not separable: all implicit stages of the partitioned methods matter
+# (one degree of freedom: JᵀΩJ = Ω is det J = 1). Kepler's state is 4-D, so there the condition
+# says more; its 3-stage checks compile for ~5 s each and run with `-m slow`. The steps are large
+# enough that the O(h^(p+1)) defects of the non-symplectic methods stand far above round-off.
+KEPLER_DEFAULT = {"gauss4", "stormer-verlet", "symplectic-euler-b", "rk4", "euler"}
+SYMPLECTIC_CHECKS = [(n, "pendulum", 0.5) for n in METHODS] + [
+    pytest.param(n, "kepler", 0.2, marks=() if n in KEPLER_DEFAULT else pytest.mark.slow)
+    for n in METHODS
+]
+
+
+@pytest.mark.parametrize("name,problem,dt", SYMPLECTIC_CHECKS)
 def test_symplectic_condition(name, problem, dt):
     defect = _symplecticity_defect(name, problem, dt)
     if name in SYMPLECTIC:
@@ -110,18 +118,17 @@ def test_symplectic_condition(name, problem, dt):
         # stages are exact to a few eps.
         assert defect < 1e-13, defect
     else:
-        # The defect of a non-symplectic method is O(h^(p+1)), far above round-off here.
-        assert name in NOT_SYMPLECTIC and defect > 1e-7, defect
+        assert name in NOT_SYMPLECTIC and defect > 1e-6, defect
 
 
-LONG = ["gauss2", "gauss4", "gauss6", "sungeng5", "stormer-verlet", "rk4", "radau5"]
+LONG = ["gauss2", "gauss4", "gauss6", "stormer-verlet", "rk4"]
 
 
 @functools.cache
 def kepler_long_run(name):
-    """Kepler, Δt = 0.05 for 10⁴ steps (t = 500, about 80 periods), every 10th state."""
+    """Kepler, Δt = 0.05 for 10⁴ steps (t = 500, about 80 periods), every 5th state."""
     model, state0 = build("kepler")
-    sol = jr.simulate(HAMILTONIAN_METHODS[name](), model, state0, 0.05, 10_000, save_every=10)
+    sol = jr.simulate(HAMILTONIAN_METHODS[name](), model, state0, 0.05, 10_000, save_every=5)
     assert bool(sol.newton.all_converged)
     inv = jax.vmap(lambda s: model.invariants(0.0, s))(sol.states)
     return {k: np.asarray(v - v[0]) for k, v in inv.items()}
@@ -131,10 +138,11 @@ def kepler_long_run(name):
 def test_kepler_angular_momentum(name):
     drift = np.max(np.abs(kepler_long_run(name)["L"]))
     if "L" in HAMILTONIAN_METHODS[name]().preserves:
-        # Round-off: |L| = 0.8 and 10⁴ steps of a few eps each, accumulated as a random walk.
+        # Round-off: |L| = 0.8 and 10⁴ steps of a few eps each, accumulated as a random walk
+        # (measured: ≤ 1e-14).
         assert drift < 1e-12, drift
     else:
-        assert drift > 1e-6, drift  # rk4 and radau5 do not keep quadratic invariants
+        assert drift > 1e-6, drift  # rk4 does not keep quadratic invariants
 
 
 @pytest.mark.parametrize("name", LONG)
@@ -151,8 +159,8 @@ def test_tableau_validation():
     a, b, c = GAUSS4.a, GAUSS4.b, GAUSS4.c
     with pytest.raises(ValueError, match="row sums"):
         ButcherTableau("broken", a + 0.01, b, c, 4)
-    with pytest.raises(ValueError, match=r"order condition Σ b A c² = 1/12"):
-        ButcherTableau("broken", a + [[0.0, 0.01], [-0.01, 0.0]], b, c, 4)
+    with pytest.raises(ValueError, match=r"order condition Σb A c = 1/6"):
+        ButcherTableau("broken", a + [[0.01, -0.01], [0.0, 0.0]], b, c, 4)  # row sums kept
     with pytest.raises(ValueError, match=r"must be \(2, 2\)"):
         ButcherTableau("broken", a[:1], b, c, 4)
     with pytest.raises(ValueError, match="B\\(6\\)"):  # Sun Geng's method is of order 5 only
@@ -166,10 +174,10 @@ def test_ensemble_equals_single_runs():
     model, state0 = build("kepler")
     ensemble = CASE["kepler"].perturb(state0, np.random.default_rng(0), 1e-2, 3)
     integrator = HAMILTONIAN_METHODS["gauss4"]()
-    batched = jr.simulate(integrator, model, ensemble, 0.05, 50).final_state
+    batched = jr.simulate(integrator, model, ensemble, 0.01, 500, save_every=500).final_state
     for i in range(3):
         member = jax.tree_util.tree_map(lambda x: x[i], ensemble)
-        single = jr.simulate(integrator, model, member, 0.05, 50).final_state
+        single = integrate(integrator, model, member, 0.01, 500)  # the order test's compile
         # vmap of the same arithmetic: equal up to a few ulps (fused operations may differ).
         np.testing.assert_allclose(batched.q[i], single.q, rtol=0, atol=1e-13)
         np.testing.assert_allclose(batched.p[i], single.p, rtol=0, atol=1e-13)
@@ -179,23 +187,23 @@ def test_parameter_sweep_equals_single_runs():
     """An ensemble over the oscillator's spring constant via `model_axes`."""
     ks = jnp.array([1.0, 4.0, 9.0])
     model, state0 = build("harmonic-oscillator")
-    swept = model.__class__(model.hamiltonian, model.params._replace(k=ks))
-    axes = model.__class__(model.hamiltonian, model.params._replace(m=None, k=0))
+    swept = model.__class__(model.hamiltonian, model.params._replace(m=jnp.ones(3), k=ks))
+    axes = 0  # every parameter leaf has the ensemble axis 0
     integrator = HAMILTONIAN_METHODS["stormer-verlet"]()
     batched = jr.simulate(integrator, swept, state0, 0.01, 100, model_axes=axes).final_state
     for i, k in enumerate([1.0, 4.0, 9.0]):
         single_model, _ = build("harmonic-oscillator", k=k)
-        single = jr.simulate(integrator, single_model, state0, 0.01, 100).final_state
+        single = integrate(integrator, single_model, state0, 0.01, 100)  # compiled above
         np.testing.assert_allclose(batched.q[i], single.q, rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("name", list(CASE))
-def test_case_runs_with_its_default_method(name):
+def test_case_builds_and_runs(name):
+    """Each case builds, names a registered method, and runs (rk4: one cheap compile each)."""
     case = CASE[name]
+    assert case.family == "hamiltonian" and case.default_method in HAMILTONIAN_METHODS
     model, state0 = build(name)
-    integrator = HAMILTONIAN_METHODS[case.default_method]()
-    sol = jr.simulate(integrator, model, state0, case.default_dt, 20)
-    assert bool(sol.newton.all_converged)
+    sol = jr.simulate(HAMILTONIAN_METHODS["rk4"](), model, state0, case.default_dt / 10, 100)
     H0 = model.invariants(0.0, state0)["H"]
     H1 = model.invariants(0.0, sol.final_state)["H"]
-    assert abs(float(H1 - H0)) < 0.05 * max(1.0, abs(float(H0)))  # a short, sane run
+    assert abs(float(H1 - H0)) < 1e-6 * max(1.0, abs(float(H0)))  # rk4 at Δt/10, 100 steps

@@ -55,7 +55,9 @@ def test_sweep_over_inertia_tensors_equals_single_runs():
 
 def test_sweep_over_a_potential_parameter_with_a_pytree_prefix():
     model, state0 = problem("krysl-slow-top")
-    weights = jnp.array([10.0, 20.0, 30.0])
+    # 5 members: no axis of the 3×3 inertia or the 3-vectors has that size, so a misaligned
+    # model_axes cannot pass by coincidence
+    weights = jnp.array([10.0, 20.0, 30.0, 15.0, 25.0])
     pot = model.potential
     sweep = jr.RigidBody(
         model.inertia, type(pot)(jnp.outer(weights, pot.weighted_com) / 20.0, pot.up)
@@ -64,6 +66,7 @@ def test_sweep_over_a_potential_parameter_with_a_pytree_prefix():
     sol = jr.simulate(jr.IMIDM(), sweep, state0, 0.01, 100, model_axes=axes)
     single = jr.simulate(jr.IMIDM(), model, state0, 0.01, 100)
     assert float(jnp.max(jnp.abs(single.final_state.Pi - sol.final_state.Pi[1]))) <= 1e-13
+    assert sol.final_state.Pi.shape == (5, 3)
     assert float(jnp.max(jnp.abs(sol.final_state.Pi[0] - sol.final_state.Pi[2]))) > 1e-3
 
 

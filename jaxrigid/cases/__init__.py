@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from . import krysl
+from . import dmv, hamiltonian, krysl
 from .base import Case as Case
 from .base import Parameter as Parameter
 
-CASES: dict[str, Case] = {case.name: case for case in krysl.CASES}
+CASES: dict[str, Case] = {case.name: case for case in krysl.CASES + dmv.CASES + hamiltonian.CASES}
 
 
 def get_case(name: str) -> Case:

@@ -37,6 +37,12 @@ class Case:
         lambda model, ts, states, params: {}
     )
     ensemble_spread: float = 1e-2
+    torque_free: bool = False
+
+    def accepts(self, integrator) -> bool:
+        """Whether `integrator` (of this case's family) applies: torque-free-only methods
+        need a torque-free case."""
+        return self.torque_free or not integrator.torque_free_only
 
     def resolve(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
         """Defaults updated with `overrides`; unknown names raise `ValueError`."""

@@ -45,6 +45,7 @@ def _free_body_case(name, title, figures, moments, momentum, shape):
         parameters={**_inertia_params(*moments), **_momentum_params(*momentum)},
         build=_build,
         perturb=perturb_momentum,
+        torque_free=True,
     )
 
 

@@ -143,6 +143,7 @@ CASES = [
         },
         build=_build_free,
         perturb=perturb_momentum,
+        torque_free=True,
     ),
     _top_case(
         "krysl-slow-top",
@@ -157,8 +158,7 @@ CASES = [
         "krysl-fast-top",
         "Fast Lagrangian top (Krysl §5.3, Figure 3; Simo & Wong's data)",
         "§5.3",
-        "As the slow top with R0 = exp(0.3 e1), Ω0 = (0, 0, 50); convergence compared at "
-        "t = 20.",
+        "As the slow top with R0 = exp(0.3 e1), Ω0 = (0, 0, 50); convergence compared at t = 20.",
         psi1=0.3,
         omega3=50.0,
     ),

@@ -120,6 +120,10 @@ def cmd_methods(args) -> int:
         cases = [name for name, case in CASES.items() if case.family == family]
         print(f"{family} methods (apply to: {', '.join(cases) or 'no built-in case'}):")
         rows = [_method_row(name, factory()) for name, factory in methods.items()]
+        for row, factory in zip(rows, methods.values()):
+            if factory().torque_free_only:
+                free = [n for n in cases if CASES[n].accepts(factory())]
+                row[4] += f" [torque-free cases only: {', '.join(free)}]"
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
             cells = [cell.ljust(w) for cell, w in zip(row, widths)]

@@ -25,7 +25,7 @@ def _find_method(name: str, case) -> tuple[str, Any]:
     from ..integrators import METHODS_BY_FAMILY
 
     own = METHODS_BY_FAMILY.get(case.family, {})
-    valid = ", ".join(own)
+    valid = ", ".join(k for k, factory in own.items() if case.accepts(factory()))
     for family, methods in METHODS_BY_FAMILY.items():
         for key, factory in methods.items():
             if key.lower() == name.lower():
@@ -34,7 +34,13 @@ def _find_method(name: str, case) -> tuple[str, Any]:
                         f"method {key} is for {family} cases and does not apply to case "
                         f"{case.name} ({case.family}); valid methods for it: {valid}"
                     )
-                return key, factory()
+                integrator = factory()
+                if not case.accepts(integrator):
+                    raise UsageError(
+                        f"method {key} integrates torque-free bodies only and does not apply "
+                        f"to case {case.name}; valid methods for it: {valid}"
+                    )
+                return key, integrator
     raise UsageError(f"unknown method {name!r} for case {case.name}; valid methods: {valid}")
 
 

@@ -108,12 +108,15 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
     top.set_yscale("log", nonpositive="mask")
     top.set_ylabel("|I(t) − I(0)|")
     top.legend(fontsize="small", ncol=4)
-    Pi = np.asarray(getattr(traj.states, "Pi", np.zeros((0, 3))))
-    Pi = Pi.reshape(-1, ts.shape[0], 3)[0] if Pi.size else np.zeros((ts.shape[0], 0))
-    for i in range(Pi.shape[1]):
-        bottom.plot(ts, Pi[:, i], label=f"Π{i + 1}", lw=0.8)
+    # the state's vector components (a rigid body's momentum Π; a Hamiltonian system's q and p)
+    fields = ["Pi"] if hasattr(traj.states, "Pi") else list(traj.states._fields)
+    for field in fields:
+        values = np.asarray(getattr(traj.states, field))
+        values = values.reshape(-1, ts.shape[0], values.shape[-1])[0]
+        for i in range(values.shape[-1]):
+            bottom.plot(ts, values[:, i], label=f"{field}{i + 1}", lw=0.8)
     bottom.set_xlabel("t")
-    bottom.set_ylabel("body momentum Π")
+    bottom.set_ylabel(", ".join(fields))
     bottom.legend(fontsize="small")
     who = f", member 0 of {spec.ensemble}" if spec.ensemble is not None else ""
     top.set_title(f"{spec.case.name}, {spec.method}, dt = {spec.dt:g}{who}")

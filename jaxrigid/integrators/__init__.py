@@ -6,6 +6,10 @@ from .base import AbstractIntegrator as AbstractIntegrator
 from .base import StepInfo as StepInfo
 from .composition import Composition as Composition
 from .composition import triple_jump as triple_jump
+from .dmv import DMV_METHODS
+from .dmv import DMVBody as DMVBody
+from .dmv import DMVSpatial as DMVSpatial
+from .hamiltonian_methods import HAMILTONIAN_METHODS
 from .lie_group import AKW as AKW
 from .lie_group import BBTRAP as BBTRAP
 from .lie_group import BBTRAPWD as BBTRAPWD
@@ -42,8 +46,9 @@ RIGID_BODY_METHODS = {
 RIGID_BODY_METHODS["MKRK"] = MKRK  # default tableau ½|1 (= IMIDM)
 RIGID_BODY_METHODS["MKRK-gauss4"] = lambda: MKRK(tableau=tableau.GAUSS4)
 RIGID_BODY_METHODS["MKRK-rk4"] = lambda: MKRK(tableau=tableau.RK4)
+RIGID_BODY_METHODS.update(DMV_METHODS)  # torque-free only (they reject a torqued body)
 
-METHODS_BY_FAMILY = {"rigid_body": RIGID_BODY_METHODS}
+METHODS_BY_FAMILY = {"rigid_body": RIGID_BODY_METHODS, "hamiltonian": HAMILTONIAN_METHODS}
 
 
 def get_method(name: str, family: str = "rigid_body"):

@@ -14,7 +14,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
-from ..newton import Newton, NewtonInfo
+from ..newton import Newton, NewtonInfo, max_abs
 
 StepInfo = NewtonInfo
 """Per-step solver outcome: `iterations`, `residual`, `converged` (explicit steps: 0, 0, True)."""
@@ -49,6 +49,7 @@ class AbstractIntegrator(eqx.Module):
     implicit: ClassVar[bool] = False
     preserves: ClassVar[frozenset[str]] = frozenset()
     reference: ClassVar[str] = ""
+    torque_free_only: ClassVar[bool] = False  # e.g. DMV: the free rigid body only
 
     @abc.abstractmethod
     def step(self, model, state, t, dt):
@@ -62,5 +63,12 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
     newton: eqx.AbstractVar[Newton]
 
 
-def default_newton() -> Newton:
-    return Newton()
+def solve_on_branch(newton: Newton, residual, guess, start):
+    """`newton.solve` from the predictor `guess`, then check that the root is the one continuous
+    in Δt: on that branch `x* − guess` is of higher order in Δt than `guess − start` (`start`
+    is the root at Δt = 0), so a root farther from the predictor than the predictor is from
+    `start` is a spurious one, and the step is reported as not converged."""
+    x, info = newton.solve(residual, guess)
+    tol = 1e3 * jnp.finfo(x.dtype).eps * max_abs(x)
+    on_branch = max_abs(x - guess) <= max_abs(guess - start) + tol
+    return x, info._replace(converged=info.converged & on_branch)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from ..lie import so3
 from ..models.rigid_body import RigidBodyState
 from ..newton import Newton
-from .base import AbstractImplicitIntegrator, AbstractIntegrator, explicit_info
+from .base import AbstractImplicitIntegrator, AbstractIntegrator, explicit_info, solve_on_branch
 
 _K, _PI, _RTR = "K", "pi", "RtR_error"
 
@@ -53,17 +53,6 @@ def _predict(model, t, R, Pi, dt):
     R_half = _rot(R, 0.5 * dt * _omega(model, Pi)) if model.has_torque else R
     Pi_end = Pi + dt * _rhs(model, t + 0.5 * dt, R_half, Pi_half)
     return Pi_half, Pi_end
-
-
-def _solve(newton, residual, guess, start):
-    """`newton.solve` from the predictor `guess`, plus the check that the root is the one
-    continuous in Δt: on that branch `x* − guess = O(Δt³)` while `guess − start = O(Δt)`
-    (`start` is the root at Δt = 0), so a root farther from the predictor than the predictor
-    is from `start` is a spurious one, and the step is reported as not converged."""
-    x, info = newton.solve(residual, guess)
-    tol = 1e3 * jnp.finfo(x.dtype).eps * jnp.max(jnp.abs(x))
-    on_branch = jnp.max(jnp.abs(x - guess)) <= jnp.max(jnp.abs(guess - start)) + tol
-    return x, info._replace(converged=info.converged & on_branch)
 
 
 # ----------------------------------------------------------------------------------------
@@ -100,7 +89,7 @@ class BackwardEuler(AbstractImplicitIntegrator):
             R1 = _rot(R, dt * _omega(model, Pi1))
             return Pi1 - Pi - dt * _rhs(model, t + dt, R1, Pi1)
 
-        Pi1, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), info
 
 
@@ -135,7 +124,7 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
             psi = dt * _omega(model, Pi1)
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * _torque(model, t + dt, _rot(R, psi), Pi1)
 
-        Pi1, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), info
 
 
@@ -164,7 +153,7 @@ class TRAP(AbstractImplicitIntegrator):
             R1 = _rot(R_half, h * _omega(model, Pi1))
             return Pi1 - A - h * _rhs(model, t + dt, R1, Pi1)
 
-        Pi1, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(_rot(R_half, h * _omega(model, Pi1)), Pi1), info
 
 
@@ -187,7 +176,7 @@ class IMID(AbstractImplicitIntegrator):
             R_bar = _rot(R, h * _omega(model, Pi_bar))
             return Pi_bar - Pi - h * _rhs(model, t + h, R_bar, Pi_bar)
 
-        Pi_bar, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
+        Pi_bar, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
         # Π_n = Π_{n−1} − Δt Ω̄×Π̄ + Δt T_{n−1/2} = 2Π̄ − Π_{n−1} by (15).
         return RigidBodyState(_rot(R, dt * _omega(model, Pi_bar)), 2.0 * Pi_bar - Pi), info
 
@@ -216,7 +205,7 @@ class TRAPM(AbstractImplicitIntegrator):
                 Pi1 - so3.rotate_exp(-psi1, A) - h * _torque(model, t + dt, _rot(R_half, psi1), Pi1)
             )
 
-        Pi1, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(_rot(R_half, h * _omega(model, Pi1)), Pi1), info
 
 
@@ -245,7 +234,7 @@ class IMIDM(AbstractImplicitIntegrator):
             T = _torque(model, t + h, _rot(R, half_psi), Pi_bar)
             return Pi_bar - so3.rotate_exp(-half_psi, Pi) - h * T
 
-        Pi_bar, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
+        Pi_bar, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
         half_psi = h * _omega(model, Pi_bar)
         T = _torque(model, t + h, _rot(R, half_psi), Pi_bar)
         # Π_n = exp(−Ψ̃)Π_{n−1} + Δt exp(−Ψ̃/2) T_{n−1/2}
@@ -281,7 +270,7 @@ class SWC1(AbstractImplicitIntegrator):
             T = _torque(model, t + 0.5 * dt, _rot(R, 0.5 * psi), 0.5 * (Pi + Pi1))
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * so3.rotate_exp(-0.5 * psi, T)
 
-        Pi1, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(_rot(R, self._psi(model, Pi, Pi1, dt)), Pi1), info
 
 
@@ -310,7 +299,7 @@ class AKW(AbstractImplicitIntegrator):
             T1 = _torque(model, t + dt, R_next(Pi1), Pi1)
             return Pi1 - Pi - dt * jnp.cross(Pi_bar, _omega(model, Pi_bar)) - 0.5 * dt * (T0 + T1)
 
-        Pi1, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(R_next(Pi1), Pi1), info
 
 
@@ -338,7 +327,7 @@ class BBTRAP(AbstractImplicitIntegrator):
             T1 = _torque(model, t + dt, _rot(R, psi), Pi1)
             return Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
 
-        Pi1, info = _solve(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(_rot(R, psi_of(Pi1)), Pi1), info
 
 
@@ -368,5 +357,7 @@ class BBTRAPWD(AbstractImplicitIntegrator):
 
         Pi_pred = _predict(model, t, R, Pi, dt)[1]
         guess = jnp.concatenate([0.5 * dt * (Omega0 + _omega(model, Pi_pred)), Pi_pred])
-        x, info = _solve(self.newton, residual, guess, jnp.concatenate([jnp.zeros_like(Pi), Pi]))
+        x, info = solve_on_branch(
+            self.newton, residual, guess, jnp.concatenate([jnp.zeros_like(Pi), Pi])
+        )
         return RigidBodyState(_rot(R, x[:3]), x[3:]), info

@@ -149,7 +149,9 @@ class PartitionedRungeKutta(AbstractImplicitIntegrator):
 
         hp0, hq0 = model.grad_p(q0, p0), model.grad_q(q0, p0)
         cq, cp = jnp.asarray(tq.c, dtype)[:, None], jnp.asarray(tp.c, dtype)[:, None]
-        guess = jnp.concatenate([(dt * cq * hp0[None, :]).ravel(), (-dt * cp * hq0[None, :]).ravel()])
+        guess = jnp.concatenate(
+            [(dt * cq * hp0[None, :]).ravel(), (-dt * cp * hq0[None, :]).ravel()]
+        )
         z, info = self.newton.solve(residual, guess)
         Hp, Hq = derivatives(z[: s * n].reshape(s, n), z[s * n :].reshape(s, n))
         q1 = q0 + dt * (jnp.asarray(tq.b, dtype) @ Hp)

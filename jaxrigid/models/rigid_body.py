@@ -90,6 +90,9 @@ class RigidBody(eqx.Module):
         """`Ω = 𝕀⁻¹Π`, as an elementwise sum of columns: XLA fuses it into its neighbours,
         where a `dot` per member would be a separate pass over an ensemble."""
         J = _linalg.inv3(self.inertia)
+        batch = jnp.broadcast_shapes(J.shape[:-2], Pi.shape[:-1])
+        J = jnp.broadcast_to(J, batch + (3, 3))
+        Pi = jnp.broadcast_to(Pi, batch + (3,))
         return sum(J[..., :, j] * Pi[..., j : j + 1] for j in range(3))
 
     def body_torque(self, t, R, Pi):
