@@ -226,3 +226,15 @@ def test_torque_free_only_method_is_refused_for_a_torqued_case(tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert "torque-free" in err[0] and "IMIDM" in err[0] and "DMV-body" not in err[0].split(":")[-1]
+
+
+def test_large_ensembles_save_fewer_states():
+    """The `.npz` of a large ensemble stays bounded: ≤ MAX_SAVED_STATES states in all (and at
+    least MIN_SAVES per member)."""
+    from jaxrigid.cli import chunks
+
+    assert chunks.saves_for(None) == chunks.MAX_SAVES
+    assert chunks.saves_for(1000) * 1000 <= chunks.MAX_SAVED_STATES
+    assert chunks.saves_for(10**7) == chunks.MIN_SAVES
+    plan = cli.plan_chunks(10_000, chunks.saves_for(1000))
+    assert sum(steps // every for steps, every in plan) <= 1.05 * chunks.saves_for(1000)

@@ -7,7 +7,9 @@ import math
 import sys
 import time
 
-MAX_SAVES = 2000  # at most about this many saved states per run
+MAX_SAVES = 2000  # at most about this many saved states per member
+MAX_SAVED_STATES = 200_000  # and about this many over the ensemble (≈ 19 MB for rigid bodies)
+MIN_SAVES = 10
 CHUNK_STEPS = 2000  # aim for chunks of about this many steps (progress-bar granularity)
 MAX_CHUNKS = 50
 _COMPILE_EVENTS = frozenset(
@@ -30,15 +32,21 @@ def _smallest_divisor_from(n: int, k: int) -> int:
     return next(d for d in _divisors(n) if d >= k)
 
 
-def plan_chunks(n_steps: int) -> list[tuple[int, int]]:
+def saves_for(members: int | None) -> int:
+    """Saves per member: `MAX_SAVES`, fewer for large ensembles (the `.npz` stays ≲ 20 MB)."""
+    return max(MIN_SAVES, min(MAX_SAVES, MAX_SAVED_STATES // (members or 1)))
+
+
+def plan_chunks(n_steps: int, max_saves: int | None = None) -> list[tuple[int, int]]:
     """`[(steps, save_every), ...]` covering `n_steps`: equal chunks (one compilation), then
-    maybe a shorter tail; about `CHUNK_STEPS` steps a chunk, at most ~`MAX_SAVES` saves.
+    maybe a shorter tail; about `CHUNK_STEPS` steps a chunk, at most ~`max_saves` saves
+    (default `MAX_SAVES`).
 
     The save stride is a divisor of `n_steps` when one lies within twice the smallest stride
     allowed, and the saves per chunk a divisor of the saves when one lies within a factor 2
     of the wanted number: then there is no tail.
     """
-    s = -(-n_steps // MAX_SAVES)
+    s = -(-n_steps // (max_saves or MAX_SAVES))
     d = _smallest_divisor_from(n_steps, s)
     s = d if d <= 2 * s else s
     n_save = n_steps // s

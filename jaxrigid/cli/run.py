@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .chunks import _CompileClock, _Progress, plan_chunks
+from .chunks import _CompileClock, _Progress, plan_chunks, saves_for
 from .errors import RunError, UsageError
 from .lookups import _find_case, _find_method, _parse_sets, _positive
 from .output import _invariants, _print_summary, _report, _warn_failures, _writable, _write_outputs
@@ -201,7 +201,7 @@ def _integrate(spec: RunSpec, model, state0, progress: _Progress) -> Trajectory:
     with _CompileClock() as clock:
         start = time.perf_counter()
         progress.update(0)
-        for steps, save_every in plan_chunks(spec.n_steps):
+        for steps, save_every in plan_chunks(spec.n_steps, saves_for(spec.ensemble)):
             masked = masked | _nonfinite_members(state, ndims)
             if masked.any():
                 state = _where_members(masked, state0, state, ndims)
@@ -240,7 +240,8 @@ def cmd_run(args) -> int:
     spec = _run_spec(args)
     _writable(spec.out)
     model, state0 = _initial(spec)
-    progress = _Progress(spec.n_steps, enabled=len(plan_chunks(spec.n_steps)) > 1)
+    chunks = plan_chunks(spec.n_steps, saves_for(spec.ensemble))
+    progress = _Progress(spec.n_steps, enabled=len(chunks) > 1)
     traj = _integrate(spec, model, state0, progress)
     invariants = _invariants(model, traj.ts, traj.states)
     observables = spec.case.observables(model, traj.ts, traj.states, spec.params)
