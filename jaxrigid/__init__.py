@@ -17,6 +17,7 @@ from .models import RigidBody as RigidBody
 from .models import RigidBodyState as RigidBodyState
 from .newton import Newton as Newton
 from .newton import NewtonInfo as NewtonInfo
+from .simulate import AbstractObserver as AbstractObserver
 from .simulate import NewtonConvergenceError as NewtonConvergenceError
 from .simulate import Solution as Solution
 from .simulate import simulate as simulate

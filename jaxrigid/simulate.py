@@ -9,8 +9,10 @@ per saved interval and per trajectory, never dropped.
 
 from __future__ import annotations
 
+import abc
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,13 +38,29 @@ class NewtonSummary(NamedTuple):
 class Solution(NamedTuple):
     """`ts (n_save,)`; `states` with leaves `(*ensemble, n_save, *event)`; `final_state`;
     `newton`, the summary over the whole run (`(*ensemble,)` leaves) and `newton_per_save`
-    (`(*ensemble, n_save − 1)` leaves, one per saved interval)."""
+    (`(*ensemble, n_save − 1)` leaves, one per saved interval); `observations`, the observer's
+    final carry (`(*ensemble, ...)` leaves; `None` without an observer)."""
 
     ts: jax.Array
     states: Any
     final_state: Any
     newton: NewtonSummary
     newton_per_save: NewtonSummary
+    observations: Any = None
+
+
+class AbstractObserver(eqx.Module):
+    """Something measured along a trajectory inside the scan, every step, with no host round
+    trip (event counts, Poincaré sections, running extrema). Its carry is a pytree of arrays of
+    fixed shapes; `simulate(..., observations0=solution.observations)` continues it."""
+
+    @abc.abstractmethod
+    def init(self, model, state0, t0):
+        """The carry before the first step."""
+
+    @abc.abstractmethod
+    def update(self, model, carry, state, next_state, t, dt):
+        """The carry after the step from `state` at `t` to `next_state` at `t + dt`."""
 
 
 class NewtonConvergenceError(RuntimeError):
@@ -77,25 +95,31 @@ def _combine(per_save: NewtonSummary) -> NewtonSummary:
     )
 
 
-def _run_one(integrator, model, state0, t0, dt, n_save, save_every):
+def _run_one(integrator, observer, model, state0, obs0, t0, dt, n_save, save_every):
     dtype = jax.tree_util.tree_leaves(state0)[0].dtype
+    if observer is not None and obs0 is None:
+        obs0 = observer.init(model, state0, t0.astype(dtype))
 
     def segment(carry, _):
-        state, k0 = carry
+        state, k0, obs = carry
 
         def one(c, _):
-            s, k, acc = c
+            s, k, acc, obs = c
             t = (t0 + k * dt).astype(dtype)
-            s1, info = integrator.step(model, s, t, jnp.asarray(dt, dtype))
-            return (s1, k + 1, _accumulate(acc, info, k)), None
+            h = jnp.asarray(dt, dtype)
+            s1, info = integrator.step(model, s, t, h)
+            if observer is not None:
+                obs = observer.update(model, obs, s, s1, t, h)
+            return (s1, k + 1, _accumulate(acc, info, k), obs), None
 
-        init = (state, k0, _no_failures(dtype))
-        (state, k1, summary), _ = lax.scan(one, init, None, length=save_every)
-        return (state, k1), (state, summary)
+        init = (state, k0, _no_failures(dtype), obs)
+        (state, k1, summary, obs), _ = lax.scan(one, init, None, length=save_every)
+        return (state, k1, obs), (state, summary)
 
-    (final, _), (saved, per_save) = lax.scan(segment, (state0, jnp.int32(0)), None, length=n_save)
+    init = (state0, jnp.int32(0), obs0)
+    (final, _, obs), (saved, per_save) = lax.scan(segment, init, None, length=n_save)
     states = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), state0, saved)
-    return states, final, per_save
+    return states, final, per_save, obs
 
 
 def _event_ndims(model):
@@ -115,6 +139,8 @@ def simulate(
     save_every: int = 1,
     model_axes=None,
     throw: bool = False,
+    observer: AbstractObserver | None = None,
+    observations0=None,
 ) -> Solution:
     """Integrate `n_steps` steps of size `dt` from `state0` at `t0`.
 
@@ -123,7 +149,9 @@ def simulate(
     (must divide `n_steps`); `model_axes` (`None`: one model for all members; `0` or a pytree
     prefix: the model's ensemble axis, as `jax.vmap`'s `in_axes`); `throw` (raise
     `NewtonConvergenceError` naming the step and member of the first failed solve. For large
-    ensembles prefer `throw=False` and inspect `solution.newton`).
+    ensembles prefer `throw=False` and inspect `solution.newton`); `observer` (an
+    `AbstractObserver` updated every step inside the scan) and `observations0` (its carry to
+    continue from, e.g. the previous chunk's `solution.observations`).
 
     **Raises:** `ValueError`/`TypeError` for bad shapes and values (non-finite or zero `dt`,
     non-SPD inertia, non-orthonormal attitude, NaN in the state).
@@ -166,19 +194,25 @@ def simulate(
         elif n_members != m:
             raise ValueError(f"state ensemble has {n_members} members but the model sweep has {m}")
 
-    run = _compiled_runner(integrator, n_save, save_every, model_axes, n_members is not None)
+    run = _compiled_runner(n_save, save_every, model_axes, n_members is not None)
     flat = jax.tree_util.tree_map(
         lambda x, e: x.reshape((n_members,) + x.shape[x.ndim - e :]) if n_members else x,
         state0,
         ndims,
     )
-    states, final, per_save = run(integrator, model, flat, t0, dt)
+    nb = len(batch_shape)
+    flat_obs0 = jax.tree_util.tree_map(
+        lambda x: jnp.reshape(x, (n_members,) + jnp.shape(x)[nb:]) if n_members else x,
+        observations0,
+    )
+    states, final, per_save, obs = run(integrator, observer, model, flat, flat_obs0, t0, dt)
     unflat = lambda x: x.reshape(batch_shape + x.shape[1:]) if n_members else x  # noqa: E731
     states = jax.tree_util.tree_map(unflat, states)
     final = jax.tree_util.tree_map(unflat, final)
     per_save = jax.tree_util.tree_map(unflat, per_save)
+    obs = jax.tree_util.tree_map(unflat, obs)
     summary = _summary(per_save, batch_shape)
-    solution = Solution(ts, states, final, summary, per_save)
+    solution = Solution(ts, states, final, summary, per_save, obs)
     if throw:
         _raise_on_failure(solution, t0, dt)
     return solution
@@ -207,7 +241,7 @@ def _leaves_with_axes(model, model_axes):
 _RUNNERS: dict = {}
 
 
-def _compiled_runner(integrator, n_save, save_every, model_axes, batched):
+def _compiled_runner(n_save, save_every, model_axes, batched):
     key = (
         n_save,
         save_every,
@@ -217,11 +251,13 @@ def _compiled_runner(integrator, n_save, save_every, model_axes, batched):
     )
     if key not in _RUNNERS:
 
-        def run(integrator, model, state0, t0, dt):
-            f = lambda m, s: _run_one(integrator, m, s, t0, dt, n_save, save_every)  # noqa: E731
+        def run(integrator, observer, model, state0, obs0, t0, dt):
+            def f(m, s, o):
+                return _run_one(integrator, observer, m, s, o, t0, dt, n_save, save_every)
+
             if batched:
-                f = jax.vmap(f, in_axes=(model_axes, 0))
-            return f(model, state0)
+                f = jax.vmap(f, in_axes=(model_axes, 0, 0))
+            return f(model, state0, obs0)
 
         _RUNNERS[key] = jax.jit(run)
     return _RUNNERS[key]
