@@ -9,7 +9,7 @@ states and model parameters, and differentiates.
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -61,6 +61,25 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
 
     implicit: ClassVar[bool] = True
     newton: eqx.AbstractVar[Newton]
+
+
+class AbstractTableauIntegrator(AbstractImplicitIntegrator):
+    """An integrator given by a (Butcher or partitioned) tableau: its `name`, `order` and
+    whether it is implicit are the tableau's."""
+
+    tableau: eqx.AbstractVar[Any]
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.tableau.name
+
+    @property
+    def order(self) -> int:  # type: ignore[override]
+        return self.tableau.order
+
+    @property
+    def implicit(self) -> bool:  # type: ignore[override]
+        return not getattr(self.tableau, "explicit", False)
 
 
 def solve_on_branch(newton: Newton, residual, guess, start):

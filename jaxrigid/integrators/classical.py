@@ -19,14 +19,14 @@ from jax.flatten_util import ravel_pytree
 
 from ..newton import Newton
 from . import tableau as tb
-from .base import AbstractImplicitIntegrator
+from .base import AbstractTableauIntegrator
 from .runge_kutta import rk_step
 
 # Tables whose methods are symmetric (self-adjoint): the Gauss collocation methods.
 _SYMMETRIC = {"gauss2", "gauss4", "gauss6", "implicit-midpoint", "trapezoidal"}
 
 
-class RungeKutta(AbstractImplicitIntegrator):
+class RungeKutta(AbstractTableauIntegrator):
     """The Runge–Kutta method of `tableau` applied to `model.vector_field`.
 
     Facts from the tableau: `name`, `order`, `implicit` (any nonzero `a_ij`, `j ≥ i`),
@@ -38,18 +38,6 @@ class RungeKutta(AbstractImplicitIntegrator):
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.1, §VI.4"
     tableau: tb.ButcherTableau = eqx.field(default=tb.RK4, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.tableau.name
-
-    @property
-    def order(self) -> int:  # type: ignore[override]
-        return self.tableau.order
-
-    @property
-    def implicit(self) -> bool:  # type: ignore[override]
-        return not self.tableau.explicit
 
     @property
     def symmetric(self) -> bool:  # type: ignore[override]

@@ -29,13 +29,13 @@ import jax.numpy as jnp
 from ..lie import so3
 from ..models.rigid_body import RigidBodyState
 from ..newton import Newton
-from .base import AbstractImplicitIntegrator
+from .base import AbstractTableauIntegrator
 from .lie_group import _omega, _torque
 from .runge_kutta import rk_step
 from .tableau import IMPLICIT_MIDPOINT, ButcherTableau
 
 
-class MKRK(AbstractImplicitIntegrator):
+class MKRK(AbstractTableauIntegrator):
     """Munthe-Kaas Runge–Kutta method with a Butcher tableau (default ½|1, i.e. IMIDM).
 
     Order: the tableau's. Implicit tableaux solve all `6s` stage unknowns with `newton`;
@@ -52,14 +52,6 @@ class MKRK(AbstractImplicitIntegrator):
         if self.tableau.name == IMPLICIT_MIDPOINT.name:
             return "MKRK"
         return f"MKRK-{self.tableau.name}"
-
-    @property
-    def order(self) -> int:  # type: ignore[override]
-        return self.tableau.order
-
-    @property
-    def implicit(self) -> bool:  # type: ignore[override]
-        return not self.tableau.explicit
 
     def step(self, model, state, t, dt):
         R, Pi = state

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..newton import Newton
-from .base import AbstractImplicitIntegrator
+from .base import AbstractTableauIntegrator
 from .tableau import ButcherTableau
 
 
@@ -97,7 +97,7 @@ STORMER_VERLET = PartitionedTableau(
 )
 
 
-class PartitionedRungeKutta(AbstractImplicitIntegrator):
+class PartitionedRungeKutta(AbstractTableauIntegrator):
     """The partitioned RK method of `tableau` for a canonical system `(q, p)`.
 
     Order, symmetry and symplecticity are the tableau's. Symplectic partitioned methods keep
@@ -107,14 +107,6 @@ class PartitionedRungeKutta(AbstractImplicitIntegrator):
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.2, §VI.3"
     tableau: PartitionedTableau = eqx.field(default=STORMER_VERLET, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.tableau.name
-
-    @property
-    def order(self) -> int:  # type: ignore[override]
-        return self.tableau.order
 
     @property
     def symmetric(self) -> bool:  # type: ignore[override]
