@@ -11,9 +11,14 @@ import equinox as eqx
 import jax
 import numpy as np
 
+try:
+    from jax.core import Tracer as _Tracer
+except ImportError:  # pragma: no cover - jax versions that moved it
+    from jax._src.core import Tracer as _Tracer
+
 
 def is_concrete(*xs) -> bool:
-    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
+    return not any(isinstance(x, _Tracer) for x in jax.tree_util.tree_leaves(xs))
 
 
 def require(x, bad, message: str):
