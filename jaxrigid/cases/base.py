@@ -38,6 +38,12 @@ class Case:
     )
     ensemble_spread: float = 1e-2
     torque_free: bool = False
+    # an `AbstractObserver` built from the parameters, run every step inside the scan (and
+    # continued across the CLI's chunks); its final carry goes to `observation_observables`
+    observer: Callable[[dict[str, float]], Any] | None = None
+    observation_observables: Callable[[Any, dict[str, float]], dict[str, Any]] = (
+        lambda observations, params: {}
+    )
 
     def accepts(self, integrator) -> bool:
         """Whether `integrator` (of this case's family) applies: torque-free-only methods

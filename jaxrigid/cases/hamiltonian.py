@@ -14,6 +14,7 @@ import numpy as np
 
 from ..models import hamiltonian as ham
 from ..models.hamiltonian import CanonicalState
+from ..observers import PoincareSection
 from .base import Case, Parameter
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), ch. 2"
@@ -52,6 +53,17 @@ def _build_galactic(p):
     q0 = jnp.array([p["q1"], p["q2"], p["q3"]])
     p0 = jnp.array([p["p1"], p["p2"], p["p3"]])
     return model, CanonicalState(q0, p0)
+
+
+def _galactic_section(p):
+    """GNI's (and §2.4's) Poincaré section `q2 = 0, q1 > 0, q̇2 > 0`; the initial point, on
+    the section, is not counted (`PoincareSection.include_initial`)."""
+    return PoincareSection()
+
+
+def _galactic_section_observables(observations, p):
+    """`poincare_crossings`: the section's crossings over the run (per ensemble member)."""
+    return {"poincare_crossings": observations.count}
 
 
 CASES = [
@@ -110,7 +122,9 @@ CASES = [
         title="A star in a rotating triaxial galaxy (Chaurasia §2.4, Table 2.1, Figure 2.11)",
         reference=_REF + ", §2.4; GNI p. 322",
         description="H = |p|²/2 + Ω(p1 q2 − p2 q1) + A log(C + q1²/a² + q2²/b² + q3²/c²); "
-        "Figure 2.11 compares H for gauss6 and rk4 at h = 0.4 over 80 000 steps.",
+        "Figure 2.11 compares H for gauss6 and rk4 at h = 0.4 over 80 000 steps; the run "
+        "counts the crossings of the Poincaré section q2 = 0, q1 > 0, q̇2 > 0 (Table 2.1) "
+        "as the observable poincare_crossings (the initial point, on the section, excluded).",
         family="hamiltonian",
         default_method="gauss6",
         default_dt=0.4,
@@ -131,5 +145,7 @@ CASES = [
         },
         build=_build_galactic,
         perturb=perturb_canonical,
+        observer=_galactic_section,
+        observation_observables=_galactic_section_observables,
     ),
 ]

@@ -94,6 +94,7 @@ class Trajectory:
     nonfinite: bool
     compile_seconds: float
     run_seconds: float
+    observations: Any = None  # the case observer's final carry (None without one)
 
 
 def _nonfinite_members(state, ndims) -> np.ndarray:
@@ -174,14 +175,24 @@ class _Chunks:
         return np.concatenate(self.ts), joined
 
 
-def _simulate_chunk(spec: RunSpec, model, state, steps, save_every, done: int):
+def _simulate_chunk(
+    spec: RunSpec, model, state, steps, save_every, done: int, observer=None, observations=None
+):
     import jax
 
     from ..simulate import simulate
 
     try:
         sol = simulate(
-            spec.integrator, model, state, spec.dt, steps, t0=done * spec.dt, save_every=save_every
+            spec.integrator,
+            model,
+            state,
+            spec.dt,
+            steps,
+            t0=done * spec.dt,
+            save_every=save_every,
+            observer=observer,
+            observations0=observations,
         )
     except ValueError as err:
         if done == 0:
@@ -192,12 +203,16 @@ def _simulate_chunk(spec: RunSpec, model, state, steps, save_every, done: int):
 
 def _integrate(spec: RunSpec, model, state0, progress: _Progress) -> Trajectory:
     """Run `simulate` chunk by chunk from `state0`. A member whose state turned non-finite is
-    restarted from `state0` (`simulate` rejects non-finite states) and masked to NaN."""
+    restarted from `state0` (`simulate` rejects non-finite states) and masked to NaN. The
+    case's observer, if any, runs in every chunk, its carry continued from chunk to chunk; a
+    restarted member's observations are NaN."""
     import jax
 
     ndims = model.state_event_ndims()
     acc = _Chunks(ndims)
     state, done, masked = state0, 0, np.zeros((), bool)
+    observer = spec.case.observer(spec.params) if spec.case.observer is not None else None
+    observations = None
     with _CompileClock() as clock:
         start = time.perf_counter()
         progress.update(0)
@@ -205,9 +220,11 @@ def _integrate(spec: RunSpec, model, state0, progress: _Progress) -> Trajectory:
             masked = masked | _nonfinite_members(state, ndims)
             if masked.any():
                 state = _where_members(masked, state0, state, ndims)
-            sol = _simulate_chunk(spec, model, state, steps, save_every, done)
+            sol = _simulate_chunk(
+                spec, model, state, steps, save_every, done, observer, observations
+            )
             acc.add(sol, masked, done)
-            state, done = sol.final_state, done + steps
+            state, done, observations = sol.final_state, done + steps, sol.observations
             progress.update(done)
         wall = time.perf_counter() - start
     progress.close()
@@ -217,6 +234,14 @@ def _integrate(spec: RunSpec, model, state0, progress: _Progress) -> Trajectory:
         final = _where_members(masked, _nan_like(final), final, ndims)
     ts, states = acc.concatenated()
     newton = acc.newton
+    observations = jax.tree_util.tree_map(np.asarray, observations)
+    if masked.any():
+        observations = jax.tree_util.tree_map(
+            lambda x: np.where(
+                np.reshape(masked, masked.shape + (1,) * (x.ndim - masked.ndim)), np.nan, x
+            ),
+            observations,
+        )
     return Trajectory(
         ts=ts,
         states=states,
@@ -228,6 +253,7 @@ def _integrate(spec: RunSpec, model, state0, progress: _Progress) -> Trajectory:
         nonfinite=bool(masked.any()),
         compile_seconds=clock.seconds,
         run_seconds=max(0.0, wall - clock.seconds),
+        observations=observations,
     )
 
 
@@ -245,6 +271,11 @@ def cmd_run(args) -> int:
     traj = _integrate(spec, model, state0, progress)
     invariants = _invariants(model, traj.ts, traj.states)
     observables = spec.case.observables(model, traj.ts, traj.states, spec.params)
+    if traj.observations is not None:
+        observables = {
+            **observables,
+            **spec.case.observation_observables(traj.observations, spec.params),
+        }
     report = _report(spec, traj, invariants, observables)
     try:
         paths = _write_outputs(spec, traj, invariants)
