@@ -22,11 +22,26 @@ from . import tableau as tb
 from .base import AbstractTableauIntegrator
 from .runge_kutta import rk_step
 
-# Tables whose methods are symmetric (self-adjoint): the Gauss collocation methods.
-_SYMMETRIC = {"gauss2", "gauss4", "gauss6", "implicit-midpoint", "trapezoidal"}
+
+class AbstractHamiltonianTableauIntegrator(AbstractTableauIntegrator):
+    """A tableau method for Hamiltonian systems: symmetric and symplectic as its tableau is,
+    and then keeping Kepler's angular momentum `L` (a quadratic, resp. bilinear `qᵀBp`,
+    invariant) to round-off (GNI Thms. IV.2.2–2.3)."""
+
+    @property
+    def symmetric(self) -> bool:  # type: ignore[override]
+        return self.tableau.symmetric
+
+    @property
+    def symplectic(self) -> bool:
+        return self.tableau.symplectic
+
+    @property
+    def preserves(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({"L"}) if self.tableau.symplectic else frozenset()
 
 
-class RungeKutta(AbstractTableauIntegrator):
+class RungeKutta(AbstractHamiltonianTableauIntegrator):
     """The Runge–Kutta method of `tableau` applied to `model.vector_field`.
 
     Facts from the tableau: `name`, `order`, `implicit` (any nonzero `a_ij`, `j ≥ i`),
@@ -38,18 +53,6 @@ class RungeKutta(AbstractTableauIntegrator):
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.1, §VI.4"
     tableau: tb.ButcherTableau = eqx.field(default=tb.RK4, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
-
-    @property
-    def symmetric(self) -> bool:  # type: ignore[override]
-        return self.tableau.name in _SYMMETRIC
-
-    @property
-    def symplectic(self) -> bool:
-        return self.tableau.symplectic
-
-    @property
-    def preserves(self) -> frozenset[str]:  # type: ignore[override]
-        return frozenset({"L"}) if self.tableau.symplectic else frozenset()
 
     def step(self, model, state, t, dt):
         y0, unravel = ravel_pytree(state)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..newton import Newton
-from .base import AbstractTableauIntegrator
+from .classical import AbstractHamiltonianTableauIntegrator
 from .tableau import ButcherTableau
 
 
@@ -97,7 +97,7 @@ STORMER_VERLET = PartitionedTableau(
 )
 
 
-class PartitionedRungeKutta(AbstractTableauIntegrator):
+class PartitionedRungeKutta(AbstractHamiltonianTableauIntegrator):
     """The partitioned RK method of `tableau` for a canonical system `(q, p)`.
 
     Order, symmetry and symplecticity are the tableau's. Symplectic partitioned methods keep
@@ -107,18 +107,6 @@ class PartitionedRungeKutta(AbstractTableauIntegrator):
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.2, §VI.3"
     tableau: PartitionedTableau = eqx.field(default=STORMER_VERLET, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
-
-    @property
-    def symmetric(self) -> bool:  # type: ignore[override]
-        return self.tableau.symmetric
-
-    @property
-    def symplectic(self) -> bool:
-        return self.tableau.symplectic
-
-    @property
-    def preserves(self) -> frozenset[str]:  # type: ignore[override]
-        return frozenset({"L"}) if self.tableau.symplectic else frozenset()
 
     def step(self, model, state, t, dt):
         del t  # canonical systems here are autonomous

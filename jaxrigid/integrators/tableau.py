@@ -69,6 +69,13 @@ class ButcherTableau:
         M = self.b[:, None] * self.a + (self.b[:, None] * self.a).T - np.outer(self.b, self.b)
         return bool(np.allclose(M, 0.0, atol=1e-14))
 
+    @property
+    def symmetric(self) -> bool:
+        """`a_ij + a_{s+1−i, s+1−j} = b_j` for all i, j: the method is self-adjoint (HLW, GNI
+        Thm. V.2.3)."""
+        flipped = self.a[::-1, ::-1]
+        return bool(np.allclose(self.a + flipped, self.b[None, :], atol=1e-14))
+
 
 def _order_conditions(a, b, c, order):
     conds = [("Σb = 1", b.sum(), 1.0)]
