@@ -95,8 +95,9 @@ def parse_args(argv=None):
     p.add_argument("--tsit5-atol", type=float, default=1e-8)
     p.add_argument(
         "--methods",
-        default="IMIDM,IMID,diffrax_RK4,diffrax_Tsit5,diffrax_RK4_batched",
-        help="methods of the throughput runs (default all five)",
+        default="IMIDM,IMIDM_chord,IMID,diffrax_RK4,diffrax_Tsit5,diffrax_RK4_batched",
+        help="methods of the throughput runs (default all six; IMIDM_chord is IMIDM with "
+        "the library's chord Newton, Newton(chord=True))",
     )
     p.add_argument("--skip-long", action="store_true", help="skip target (b), the long run")
     p.add_argument(
@@ -129,7 +130,7 @@ def parse_args(argv=None):
     if a.long_steps % 1000:
         p.error("--long-steps must be a multiple of 1000")
     a.methods = [m.strip() for m in a.methods.split(",") if m.strip()]
-    known = {"IMIDM", "IMID", "diffrax_RK4", "diffrax_Tsit5", "diffrax_RK4_batched"}
+    known = {"IMIDM", "IMIDM_chord", "IMID", "diffrax_RK4", "diffrax_Tsit5", "diffrax_RK4_batched"}
     if set(a.methods) - known:
         p.error(f"unknown methods {sorted(set(a.methods) - known)}; known: {sorted(known)}")
     return a
@@ -138,6 +139,7 @@ def parse_args(argv=None):
 ARGS = parse_args()
 
 import jax  # noqa: E402
+from _common import to_json  # noqa: E402 (bench/ is the script's folder)
 
 if ARGS.dtype == "float64":
     jax.config.update("jax_enable_x64", True)
@@ -254,6 +256,13 @@ def diffrax_solve(method, R, Pi, t1, dt0, saveat, max_steps, controller=None):
 
 # ------------------------------------------------------------------------------------------
 # Timed ensemble runs. Every runner is jitted as `fn(R, Pi) -> (R1, Pi1, stats...)`.
+
+
+JAXRIGID_METHODS = {
+    "IMIDM": lambda: jaxrigid.IMIDM(),
+    "IMIDM_chord": lambda: jaxrigid.IMIDM(newton=jaxrigid.Newton(chord=True)),
+    "IMID": lambda: jaxrigid.IMID(),
+}
 
 
 def jaxrigid_runner(integrator, dt, steps):
@@ -375,8 +384,8 @@ def throughput(size):
     compiled, outs, best, compile_s = {}, {}, {}, {}
     for name in ARGS.methods:
         log(f"  [{size} members, {steps} steps] {name}: compile + warm-up ...")
-        if name in ("IMIDM", "IMID"):
-            fn = jaxrigid_runner(getattr(jaxrigid, name)(), dt, steps)
+        if name in JAXRIGID_METHODS:
+            fn = jaxrigid_runner(JAXRIGID_METHODS[name](), dt, steps)
         elif name == "diffrax_RK4":
             fn = diffrax_runner("RK4", dt, steps)
         elif name == "diffrax_Tsit5":
@@ -389,16 +398,25 @@ def throughput(size):
     # Repeats are interleaved across methods (round robin) so that a change in machine load
     # during the run biases no method's best time more than another's.
     out["load_average_before"] = load_average()
+    best_cpu = {name: math.inf for name in ARGS.methods}
     for r in range(ARGS.repeats):
         for name in ARGS.methods:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             outs[name] = jax.block_until_ready(compiled[name](*args))
             best[name] = min(best[name], time.perf_counter() - t)
+            best_cpu[name] = min(best_cpu[name], time.process_time() - c)
     out["load_average_after"] = load_average()
     for name in ARGS.methods:
         (R1, Pi1, stats), secs = outs[name], best[name]
         stats = {k: (v.item() if hasattr(v, "item") else v) for k, v in stats.items()}
-        rec = {"seconds": secs, "compile_seconds": compile_s[name], "repeats": ARGS.repeats}
+        rec = {
+            "seconds": secs,
+            # process CPU time (all threads): on a machine shared with other work, wall time
+            # includes waiting to be scheduled, CPU time does not
+            "cpu_seconds": best_cpu[name],
+            "compile_seconds": compile_s[name],
+            "repeats": ARGS.repeats,
+        }
         if name == "diffrax_Tsit5":
             accepted = stats["num_accepted_steps_sum"]
             rec.update(
@@ -428,6 +446,7 @@ def throughput(size):
             rec["ratio_body_steps_vs_diffrax_RK4"] = (
                 rec["body_steps_per_s"] / rk4["body_steps_per_s"]
             )
+            rec["ratio_cpu_time_vs_diffrax_RK4"] = rk4["cpu_seconds"] / rec["cpu_seconds"]
             rec["ratio_time_units_vs_diffrax_RK4"] = (
                 rec["member_time_units_per_s"] / rk4["member_time_units_per_s"]
             )
@@ -484,11 +503,11 @@ def accuracy():
     for name in [m for m in ARGS.methods if m != "diffrax_RK4_batched"]:
         log(f"accuracy: {name} to t = {t_end} ...")
         t = time.perf_counter()
-        if name in ("IMIDM", "IMID"):
+        if name in JAXRIGID_METHODS:
             fn = jax.jit(
                 lambda R, Pi, name=name: (
                     jaxrigid.simulate(
-                        getattr(jaxrigid, name)(), MODEL, RigidBodyState(R, Pi), dt, n, save_every=1
+                        JAXRIGID_METHODS[name](), MODEL, RigidBodyState(R, Pi), dt, n, save_every=1
                     ).states
                 )
             )
@@ -771,20 +790,6 @@ def device_tag():
     return tag
 
 
-def to_json(obj):
-    if isinstance(obj, dict):
-        return {k: to_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_json(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_json(obj.tolist())
-    if isinstance(obj, (np.floating, np.integer, np.bool_)):
-        return obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    return obj
-
-
 def targets(thr, acc, long):
     out = {}
     row = next((r for r in thr if r["members"] == 10_000), None)
@@ -801,6 +806,10 @@ def targets(thr, acc, long):
             "required": 5.0,
             "pass": bool(ratio >= 5.0),
         }
+        if "IMIDM_chord" in row["methods"]:
+            out["a"]["ratio_IMIDM_chord"] = row["methods"]["IMIDM_chord"][
+                "ratio_body_steps_vs_diffrax_RK4"
+            ]
         if "diffrax_RK4_batched" in row["methods"]:
             out["a"]["ratio_vs_diffrax_RK4_batched_state"] = (
                 row["methods"]["IMIDM"]["body_steps_per_s"]

@@ -2,8 +2,10 @@
 
 Each vector component is its own `(N,)` array, so every operation is elementwise and XLA fuses
 the step; Newton uses a chord Jacobian from 3 JVPs with unit tangents (members are independent),
-and the Rodrigues coefficients are either sin/cos (`trig`) or a 5-term series (`poly`, exact
-only for small increments). Prints body-steps/s for N = 10⁴ members, 200 steps of Δt = 0.01.
+and the Rodrigues coefficients are either sin/cos (`trig`), a 5-term series (`poly`, exact
+only for small increments), or the library's branch-free series exact for every angle
+(`exact`, `jaxrigid.lie.so3._rodrigues_coefficients`). Prints body-steps/s for N = 10⁴
+members, 200 steps of Δt = 0.01.
 Not library code: it measures what the layout proposed in docs/design-notes.md (item 6) buys.
 
     python bench/soa_imidm_kernel.py
@@ -42,6 +44,10 @@ def add(a, b, s=1.0):
 
 
 def coeffs(x, mode):
+    if mode == "exact":
+        from jaxrigid.lie.so3 import _rodrigues_coefficients
+
+        return _rodrigues_coefficients(x)[:2]
     if mode == "trig":
         small = x < 1e-2
         t = jnp.sqrt(jnp.where(small, 1.0, x))
@@ -102,7 +108,7 @@ def step(R, P, mode, iters, jac):
     return R1, P1
 
 
-for mode in ["trig", "poly"]:
+for mode in ["trig", "poly", "exact"]:
     for iters in [2, 3]:
         f = jax.jit(
             lambda R, P: jax.lax.fori_loop(

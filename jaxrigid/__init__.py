@@ -10,9 +10,13 @@ from .integrators import BBTRAPWD as BBTRAPWD
 from .integrators import IMID as IMID
 from .integrators import IMIDM as IMIDM
 from .integrators import MKRK as MKRK
+from .integrators import RATTLE as RATTLE
 from .integrators import SWC1 as SWC1
 from .integrators import TRAP as TRAP
 from .integrators import TRAPM as TRAPM
+from .integrators import EnergyMomentumAVF as EnergyMomentumAVF
+from .models import DirectorRigidBody as DirectorRigidBody
+from .models import DirectorState as DirectorState
 from .models import RigidBody as RigidBody
 from .models import RigidBodyState as RigidBodyState
 from .newton import Newton as Newton

@@ -36,3 +36,49 @@ def measured_order(step_sizes, errors) -> float:
     """Slope of log(error) against log(step size), by least squares."""
     slope, _ = np.polyfit(np.log(np.asarray(step_sizes)), np.log(np.asarray(errors)), 1)
     return float(slope)
+
+
+def second_quotient_of_precision(xi_1, xi_2, xi_4) -> jax.Array:
+    """`Q_II = ‖ξ(h) − ξ(h/2)‖ / ‖ξ(h/2) − ξ(h/4)‖` (Gebhardt & Romero, Appendix A, eq. 120),
+    Euclidean norms over the last axis; ≈ 2ⁿ for a method of order n (123)."""
+    return jnp.linalg.norm(xi_1 - xi_2, axis=-1) / jnp.linalg.norm(xi_2 - xi_4, axis=-1)
+
+
+def _flat_event(model, states):
+    """The state's arrays joined into one vector per saved state: `(*batch, n_save, size)`."""
+    ndims = jax.tree_util.tree_leaves(model.state_event_ndims())
+    leaves = jax.tree_util.tree_leaves(states)
+    return jnp.concatenate(
+        [x.reshape(x.shape[: x.ndim - e] + (-1,)) for x, e in zip(leaves, ndims)], axis=-1
+    )
+
+
+def q2_along(integrator, model, state0, dt, times, *, model_axes=None, t0=0.0) -> jax.Array:
+    """`Q_II` at `times` (multiples of `dt` after `t0`) for any integrator and model: the run
+    is repeated at `dt/2` and `dt/4` and `ξ` is the whole state (all its arrays, flattened).
+    Returns `(*ensemble, len(times))`."""
+    from math import gcd
+
+    from .simulate import simulate
+
+    steps = [round((float(t) - t0) / dt) for t in np.atleast_1d(times)]
+    for t, n in zip(np.atleast_1d(times), steps):
+        if n < 1 or abs(t0 + n * dt - float(t)) > 1e-9 * max(1.0, abs(float(t))):
+            raise ValueError(f"Q_II time {float(t)!r} is not a positive multiple of dt = {dt!r}")
+    g = 0
+    for n in steps:
+        g = gcd(g, n)
+    xi = []
+    for k in (1, 2, 4):
+        sol = simulate(
+            integrator,
+            model,
+            state0,
+            dt / k,
+            max(steps) * k,
+            t0=t0,
+            save_every=g * k,
+            model_axes=model_axes,
+        )
+        xi.append(jnp.take(_flat_event(model, sol.states), jnp.asarray(steps) // g, axis=-2))
+    return second_quotient_of_precision(*xi)

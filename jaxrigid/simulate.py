@@ -300,6 +300,8 @@ def _check_inputs(model, state0, dt, batch_shape):
     if isinstance(model, RigidBody):
         check_rigid_body(model)
         check_rigid_body_state(state0)
+    elif hasattr(model, "check_state"):  # other models validate their own states
+        model.check_state(state0)
 
 
 def check_rigid_body(model: RigidBody):

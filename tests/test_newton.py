@@ -156,6 +156,26 @@ def test_gradients_through_the_solve_match_finite_differences():
     np.testing.assert_allclose(J, J_fd, rtol=1e-7, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [4, 7])
+def test_reverse_mode_through_systems_larger_than_3x3(n):
+    # Larger systems go through Gauss–Jordan elimination (`_linalg._gauss_solve`), which JAX
+    # must transpose for the implicit-function VJP: it fails if `b` enters the elimination
+    # nonlinearly. The gradient of sum(x*) must match central differences.
+    target = jnp.arange(1.0, n + 1)
+
+    def loss(theta):
+        def residual(x):
+            return x + 0.1 * theta * jnp.sin(x) - target
+
+        return Newton().solve(residual, jnp.zeros(n))[0].sum()
+
+    g = float(jax.grad(loss)(1.0))
+    h = 1e-5
+    fd = (float(loss(1.0 + h)) - float(loss(1.0 - h))) / (2 * h)
+    # central differences: O(h²) ~ 1e-10 truncation, round-off ~ 1e-16/h ~ 1e-11
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
 def test_reverse_mode_uses_the_implicit_function_theorem():
     # A plain lax.while_loop is not reverse-differentiable, and Newton iterates in one: that
     # jax.grad works at all means custom_root's implicit-function VJP is used.

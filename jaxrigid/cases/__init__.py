@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from . import dmv, hamiltonian, krysl
+from . import dmv, hamiltonian, krysl, nontwisting, symmetric_top
 from .base import Case as Case
 from .base import Parameter as Parameter
 
-CASES: dict[str, Case] = {case.name: case for case in krysl.CASES + dmv.CASES + hamiltonian.CASES}
+CASES: dict[str, Case] = {
+    case.name: case
+    for case in (
+        krysl.CASES + dmv.CASES + hamiltonian.CASES + nontwisting.CASES + symmetric_top.CASES
+    )
+}
 
 
 def get_case(name: str) -> Case:

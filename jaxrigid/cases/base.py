@@ -38,6 +38,9 @@ class Case:
     )
     ensemble_spread: float = 1e-2
     torque_free: bool = False
+    # the kind of torque, for methods that are torque-free-only but take some torques
+    # (`integrator.accepted_torques`; e.g. "heavy_top": DMV takes uniform gravity)
+    torque_kind: str | None = None
     # an `AbstractObserver` built from the parameters, run every step inside the scan (and
     # continued across the CLI's chunks); its final carry goes to `observation_observables`
     observer: Callable[[dict[str, float]], Any] | None = None
@@ -47,8 +50,10 @@ class Case:
 
     def accepts(self, integrator) -> bool:
         """Whether `integrator` (of this case's family) applies: torque-free-only methods
-        need a torque-free case."""
-        return self.torque_free or not integrator.torque_free_only
+        need a torque-free case, or one whose `torque_kind` they list in `accepted_torques`."""
+        if self.torque_free or not integrator.torque_free_only:
+            return True
+        return self.torque_kind in getattr(integrator, "accepted_torques", frozenset())
 
     def resolve(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
         """Defaults updated with `overrides`; unknown names raise `ValueError`."""

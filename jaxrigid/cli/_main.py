@@ -123,7 +123,7 @@ def cmd_methods(args) -> int:
         for row, factory in zip(rows, methods.values()):
             if factory().torque_free_only:
                 free = [n for n in cases if CASES[n].accepts(factory())]
-                row[4] += f" [torque-free cases only: {', '.join(free)}]"
+                row[4] += f" [only: {', '.join(free)}]"
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
             cells = [cell.ljust(w) for cell, w in zip(row, widths)]

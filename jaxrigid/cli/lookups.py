@@ -26,21 +26,25 @@ def _find_method(name: str, case) -> tuple[str, Any]:
 
     own = METHODS_BY_FAMILY.get(case.family, {})
     valid = ", ".join(k for k, factory in own.items() if case.accepts(factory()))
+    # the case's own family first: a name may recur in several families (DMV-body)
+    for key, factory in own.items():
+        if key.lower() == name.lower():
+            integrator = factory()
+            if not case.accepts(integrator):
+                extra = sorted(getattr(integrator, "accepted_torques", ()))
+                kinds = "torque-free bodies" + "".join(f" and the {k} torque" for k in extra)
+                raise UsageError(
+                    f"method {key} integrates {kinds} only and does not apply "
+                    f"to case {case.name}; valid methods for it: {valid}"
+                )
+            return key, integrator
     for family, methods in METHODS_BY_FAMILY.items():
-        for key, factory in methods.items():
+        for key in methods:
             if key.lower() == name.lower():
-                if family != case.family:
-                    raise UsageError(
-                        f"method {key} is for {family} cases and does not apply to case "
-                        f"{case.name} ({case.family}); valid methods for it: {valid}"
-                    )
-                integrator = factory()
-                if not case.accepts(integrator):
-                    raise UsageError(
-                        f"method {key} integrates torque-free bodies only and does not apply "
-                        f"to case {case.name}; valid methods for it: {valid}"
-                    )
-                return key, integrator
+                raise UsageError(
+                    f"method {key} is for {family} cases and does not apply to case "
+                    f"{case.name} ({case.family}); valid methods for it: {valid}"
+                )
     raise UsageError(f"unknown method {name!r} for case {case.name}; valid methods: {valid}")
 
 

@@ -111,10 +111,13 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
     # the state's vector components (a rigid body's momentum Π; a Hamiltonian system's q and p)
     fields = ["Pi"] if hasattr(traj.states, "Pi") else list(traj.states._fields)
     for field in fields:
-        values = np.asarray(getattr(traj.states, field))
-        values = values.reshape(-1, ts.shape[0], values.shape[-1])[0]
+        values, column = np.asarray(getattr(traj.states, field)), ""
+        n = ts.shape[0]
+        if values.ndim >= 3 and values.shape[-2] != n and values.shape[-3] == n:
+            values, column = values[..., 2], "3"  # a matrix (RATTLE's R, P): entries i3
+        values = values.reshape(-1, n, values.shape[-1])[0]
         for i in range(values.shape[-1]):
-            bottom.plot(ts, values[:, i], label=f"{field}{i + 1}", lw=0.8)
+            bottom.plot(ts, values[:, i], label=f"{field}{i + 1}{column}", lw=0.8)
     bottom.set_xlabel("t")
     bottom.set_ylabel(", ".join(fields))
     bottom.legend(fontsize="small")

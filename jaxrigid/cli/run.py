@@ -276,6 +276,10 @@ def cmd_run(args) -> int:
             **observables,
             **spec.case.observation_observables(traj.observations, spec.params),
         }
+    refine = getattr(spec.case, "refinement_observables", None)  # e.g. Q_II (director cases)
+    if refine is not None:
+        extra = refine(spec.integrator, model, state0, spec.dt, spec.n_steps, spec.params)
+        observables = {**observables, **extra}
     report = _report(spec, traj, invariants, observables)
     try:
         paths = _write_outputs(spec, traj, invariants)

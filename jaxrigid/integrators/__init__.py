@@ -9,6 +9,11 @@ from .composition import triple_jump as triple_jump
 from .dmv import DMV_METHODS
 from .dmv import DMVBody as DMVBody
 from .dmv import DMVSpatial as DMVSpatial
+from .dmv_coupled import DMV_COUPLED_METHODS
+from .dmv_coupled import DMVCoupledBody as DMVCoupledBody
+from .dmv_coupled import DMVCoupledSpatial as DMVCoupledSpatial
+from .energy_momentum import ENERGY_MOMENTUM_METHODS
+from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
 from .hamiltonian_methods import HAMILTONIAN_METHODS
 from .lie_group import AKW as AKW
 from .lie_group import BBTRAP as BBTRAP
@@ -23,6 +28,8 @@ from .lie_group import BackwardEulerMomentum as BackwardEulerMomentum
 from .lie_group import ForwardEuler as ForwardEuler
 from .lie_group import ForwardEulerMomentum as ForwardEulerMomentum
 from .munthe_kaas import MKRK as MKRK
+from .rattle import RATTLE as RATTLE
+from .rattle import RATTLE_METHODS
 from .tableau import ButcherTableau as ButcherTableau
 
 # The rigid-body methods by canonical name (the CLI's --method; lookup is case-insensitive).
@@ -48,7 +55,13 @@ RIGID_BODY_METHODS["MKRK-gauss4"] = lambda: MKRK(tableau=tableau.GAUSS4)
 RIGID_BODY_METHODS["MKRK-rk4"] = lambda: MKRK(tableau=tableau.RK4)
 RIGID_BODY_METHODS.update(DMV_METHODS)  # torque-free only (they reject a torqued body)
 
-METHODS_BY_FAMILY = {"rigid_body": RIGID_BODY_METHODS, "hamiltonian": HAMILTONIAN_METHODS}
+METHODS_BY_FAMILY = {
+    "rigid_body": RIGID_BODY_METHODS,
+    "hamiltonian": HAMILTONIAN_METHODS,
+    "director": ENERGY_MOMENTUM_METHODS,  # Gebhardt & Romero: directors, standard & non-twisting
+    "constrained": RATTLE_METHODS,  # rotation matrices with RᵀR = 1 (Chaurasia App. B)
+    "coupled_bodies": DMV_COUPLED_METHODS,  # Dixon §8: two bodies, ball-and-socket joint
+}
 
 
 def get_method(name: str, family: str = "rigid_body"):

@@ -20,6 +20,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from .._linalg import cross
 from ..lie import so3
 from ..models.rigid_body import RigidBodyState
 from ..newton import Newton
@@ -40,7 +41,7 @@ def _torque(model, t, R, Pi):
 
 
 def _rhs(model, t, R, Pi):
-    return jnp.cross(Pi, _omega(model, Pi)) + _torque(model, t, R, Pi)
+    return cross(Pi, _omega(model, Pi)) + _torque(model, t, R, Pi)
 
 
 def _rot(R, psi):
@@ -297,7 +298,7 @@ class AKW(AbstractImplicitIntegrator):
         def residual(Pi1):
             Pi_bar = 0.5 * (Pi + Pi1)
             T1 = _torque(model, t + dt, R_next(Pi1), Pi1)
-            return Pi1 - Pi - dt * jnp.cross(Pi_bar, _omega(model, Pi_bar)) - 0.5 * dt * (T0 + T1)
+            return Pi1 - Pi - dt * cross(Pi_bar, _omega(model, Pi_bar)) - 0.5 * dt * (T0 + T1)
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         return RigidBodyState(R_next(Pi1), Pi1), info

@@ -1,7 +1,8 @@
-"""Pure geometry, no dynamics: SO(3) and unit quaternions."""
+"""Pure geometry, no dynamics: SO(3), unit quaternions and the unit sphere S²."""
 
 from . import quaternion as quaternion
 from . import so3 as so3
+from . import sphere as sphere
 from .so3 import cayley as cayley
 from .so3 import compose_exp as compose_exp
 from .so3 import dexp as dexp

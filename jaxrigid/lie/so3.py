@@ -2,15 +2,22 @@
 
 Conventions (DESIGN.md): `hat(w) @ a == cross(w, a)`; rotation vectors are `(..., 3)`,
 matrices `(..., 3, 3)`; leading axes are batch axes. Every map is NaN-safe at its singular
-angles (0, and π for `log`) and keeps accurate derivatives there: below `_SERIES_X` (in θ²)
-the trigonometric coefficients are replaced by Taylor series, selected with the double-`where`
-trick so that the unused branch never produces a NaN gradient.
+angles (0, and π for `log`) and keeps accurate derivatives there. The Rodrigues coefficients
+of `exp`, `expm1`, `rotate_exp`, `dexp` are branch-free series (`_rodrigues_coefficients`); the
+others (`log`, `dexpinv`) switch to Taylor series below `_SERIES_X` (in θ²) with the
+double-`where` trick, so that the unused branch never produces a NaN gradient. Products are
+formed component by component (`_linalg.cross`, `matmul`), which keeps an ensemble `vmap`
+fusible (see `jaxrigid._linalg`).
 """
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
+
+from .._linalg import cross, dot, matmul
 
 # θ² below which coefficients use their series. With five terms each series is exact to
 # below 1e-17 relative there, and above it the closed forms lose at most eps/θ² ≈ 2e-14
@@ -59,32 +66,45 @@ def _coefficient(x, closed_form, series):
     return jnp.where(small, _poly(x, series), closed_form(jnp.sqrt(x_safe)))
 
 
-def _rodrigues_coefficients(x):
-    """a = sin θ/θ, b = (1 − cos θ)/θ², c = (θ − sin θ)/θ³ for θ² = x.
+# Taylor series in y of sin φ/φ and (1 − cos φ)/φ² (φ² = y), 11 terms each: exact to round-off
+# for φ ≤ π/2 (checked at 40 digits); and of c = (θ − sin θ)/θ³ in x = θ², 13 terms, within
+# 2.8e-17 of it for θ ≤ π. Every term is below ~1 there: Horner's rule adds no cancellation.
+_SIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(11))
+_VERSIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 2) for k in range(11))
+_C_SERIES = tuple((-1) ** k / math.factorial(2 * k + 3) for k in range(13))
 
-    One half-angle sine/cosine pair serves all three (sin θ = 2 sₕcₕ, 1 − cos θ = 2sₕ², no
-    cancellation in b); below `_SERIES_X` each is its Taylor series.
+
+def _rodrigues_coefficients(x):
+    """a = sin θ/θ, b = (1 − cos θ)/θ², c = (θ − sin θ)/θ³ for θ² = x, branch-free.
+
+    For θ ≤ π only multiply-adds: the half-angle series `s = sin φ/φ`, `v = (1 − cos φ)/φ²` at
+    φ = θ/2 give `a = s (1 − φ²v)` (sin θ = 2 sin φ cos φ) and `b = s²/2` (1 − cos θ = 2 sin²φ),
+    c its own series. No sine, cosine, square root or division, and no `where` between a series
+    and a closed form: under `vmap` both sides of a `where` are computed for every member, and
+    float64 sin/cos cost more than the whole series (`python bench/component_layout.py`).
+    Past π the angle is reduced, θ' = θ − 2πn with n = round(θ/2π): a = a(θ')θ'/θ,
+    b = b(θ')θ'²/θ², c = (θ − θ'a(θ'))/θ³ (no cancellation there). The reduction's square root
+    only sees x > π² (double-where), so derivatives stay finite at θ = 0.
     """
-    small = x < _SERIES_X
-    t = jnp.sqrt(jnp.where(small, 1.0, x))  # double-where shim: no NaN in the unused branch
-    sh, ch = jnp.sin(0.5 * t), jnp.cos(0.5 * t)
-    sin_t = 2.0 * sh * ch
-    a = jnp.where(small, _poly(x, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880)), sin_t / t)
-    b = jnp.where(
-        small,
-        _poly(x, (0.5, -1 / 24, 1 / 720, -1 / 40320, 1 / 3628800)),
-        2.0 * (sh / t) ** 2,
+    big = x > math.pi**2
+    theta = jnp.sqrt(jnp.where(big, x, 4.0 * math.pi**2))
+    reduced = theta - (2.0 * math.pi) * jnp.round(theta / (2.0 * math.pi))
+    x = jnp.where(big, reduced * reduced, x)
+    y = 0.25 * x
+    s = _poly(y, _SIN_SERIES)
+    a = s * (1.0 - y * _poly(y, _VERSIN_SERIES))
+    b = 0.5 * s * s
+    c = _poly(x, _C_SERIES)
+    ratio = reduced / theta
+    return (
+        jnp.where(big, a * ratio, a),
+        jnp.where(big, b * (ratio * ratio), b),
+        jnp.where(big, (theta - reduced * a) / theta**3, c),
     )
-    c = jnp.where(
-        small,
-        _poly(x, (1 / 6, -1 / 120, 1 / 5040, -1 / 362880, 1 / 39916800)),
-        (t - sin_t) / t**3,
-    )
-    return a, b, c
 
 
 def _sq_norm(w):
-    return jnp.sum(w * w, axis=-1)
+    return dot(w, w)
 
 
 @jax.custom_jvp
@@ -97,7 +117,7 @@ def exp(w):
     """
     a, b, _ = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
-    return _eye_like(W) + a[..., None, None] * W + b[..., None, None] * (W @ W)
+    return _eye_like(W) + a[..., None, None] * W + b[..., None, None] * matmul(W, W)
 
 
 @exp.defjvp
@@ -105,8 +125,8 @@ def _exp_jvp(primals, tangents):
     (w,), (dw,) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
-    E = _eye_like(W) + a[..., None, None] * W + b[..., None, None] * (W @ W)
-    return E, hat(_dexp_apply(w, dw, b, c)) @ E
+    E = _eye_like(W) + a[..., None, None] * W + b[..., None, None] * matmul(W, W)
+    return E, matmul(hat(_dexp_apply(w, dw, b, c)), E)
 
 
 @jax.custom_jvp
@@ -114,7 +134,7 @@ def expm1(w):
     """`exp(w) − 1 = a ŵ + b ŵ²`, accurate when small (no rounding of `1 + …`)."""
     a, b, _ = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
-    return a[..., None, None] * W + b[..., None, None] * (W @ W)
+    return a[..., None, None] * W + b[..., None, None] * matmul(W, W)
 
 
 @expm1.defjvp
@@ -122,8 +142,8 @@ def _expm1_jvp(primals, tangents):
     (w,), (dw,) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
-    A = a[..., None, None] * W + b[..., None, None] * (W @ W)
-    return A, hat(_dexp_apply(w, dw, b, c)) @ (_eye_like(W) + A)
+    A = a[..., None, None] * W + b[..., None, None] * matmul(W, W)
+    return A, matmul(hat(_dexp_apply(w, dw, b, c)), _eye_like(W) + A)
 
 
 def compose_exp(R, w):
@@ -134,17 +154,17 @@ def compose_exp(R, w):
     accumulates linearly in the orthogonality of `R`. Adding `R A` to `R` rounds differently
     at every step, so the error only random-walks.
     """
-    return R + R @ expm1(w)
+    return R + matmul(R, expm1(w))
 
 
 def _dexp_apply(w, v, b, c):
-    wv = jnp.cross(w, v)
-    return v + b[..., None] * wv + c[..., None] * jnp.cross(w, wv)
+    wv = cross(w, v)
+    return v + b[..., None] * wv + c[..., None] * cross(w, wv)
 
 
 def _rotate(w, v, a, b):
-    wv = jnp.cross(w, v)
-    return v + a[..., None] * wv + b[..., None] * jnp.cross(w, wv)
+    wv = cross(w, v)
+    return v + a[..., None] * wv + b[..., None] * cross(w, wv)
 
 
 @jax.custom_jvp
@@ -160,7 +180,7 @@ def _rotate_exp_jvp(primals, tangents):
     (w, v), (dw, dv) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w))
     out = _rotate(w, v, a, b)
-    return out, jnp.cross(_dexp_apply(w, dw, b, c), out) + _rotate(w, dv, a, b)
+    return out, cross(_dexp_apply(w, dw, b, c), out) + _rotate(w, dv, a, b)
 
 
 def dexp(w):
@@ -172,7 +192,7 @@ def dexp(w):
     _, b, c = _rodrigues_coefficients(_sq_norm(w))
     W = hat(w)
     eye = _eye_like(W)
-    return eye + b[..., None, None] * W + c[..., None, None] * (W @ W)
+    return eye + b[..., None, None] * W + c[..., None, None] * matmul(W, W)
 
 
 def _dexpinv_coefficient(x):
@@ -189,14 +209,14 @@ def dexpinv(w):
     d = _dexpinv_coefficient(_sq_norm(w))
     W = hat(w)
     eye = _eye_like(W)
-    return eye - 0.5 * W + d[..., None, None] * (W @ W)
+    return eye - 0.5 * W + d[..., None, None] * matmul(W, W)
 
 
 def dexpinv_apply(w, v):
     """`dexpinv(w) @ v` without forming the matrix. `(..., 3)`."""
     d = _dexpinv_coefficient(_sq_norm(w))
-    wv = jnp.cross(w, v)
-    return v - 0.5 * wv + d[..., None] * jnp.cross(w, wv)
+    wv = cross(w, v)
+    return v - 0.5 * wv + d[..., None] * cross(w, wv)
 
 
 def log(R):
@@ -246,10 +266,10 @@ def cayley(w):
     k = 4.0 / (4.0 + _sq_norm(w))
     W = hat(w)
     eye = _eye_like(W)
-    return eye + k[..., None, None] * (W + 0.5 * (W @ W))
+    return eye + k[..., None, None] * (W + 0.5 * matmul(W, W))
 
 
 def orthogonality_error(R):
     """`‖RᵀR − 1‖_F`, the distance of `R` from the orthogonal group."""
-    E = jnp.swapaxes(R, -1, -2) @ R - _eye_like(R)
+    E = matmul(jnp.swapaxes(R, -1, -2), R) - _eye_like(R)
     return jnp.sqrt(jnp.sum(E * E, axis=(-2, -1)))

@@ -87,13 +87,8 @@ class RigidBody(eqx.Module):
         return self.potential is not None or self.torque is not None
 
     def angular_velocity(self, Pi):
-        """`Ω = 𝕀⁻¹Π`, as an elementwise sum of columns: XLA fuses it into its neighbours,
-        where a `dot` per member would be a separate pass over an ensemble."""
-        J = _linalg.inv3(self.inertia)
-        batch = jnp.broadcast_shapes(J.shape[:-2], Pi.shape[:-1])
-        J = jnp.broadcast_to(J, batch + (3, 3))
-        Pi = jnp.broadcast_to(Pi, batch + (3,))
-        return sum(J[..., :, j] * Pi[..., j : j + 1] for j in range(3))
+        """`Ω = 𝕀⁻¹Π`, component by component (`_linalg.matvec`)."""
+        return _linalg.matvec(_linalg.inv3(self.inertia), Pi)
 
     def body_torque(self, t, R, Pi):
         """Total body torque `T(t, R, Π)` (zero for a torque-free body)."""
@@ -107,10 +102,10 @@ class RigidBody(eqx.Module):
 
     def euler_rhs(self, t, R, Pi):
         """Right side of Euler's equation, `Π̇ = Π × Ω + T`."""
-        return jnp.cross(Pi, self.angular_velocity(Pi)) + self.body_torque(t, R, Pi)
+        return _linalg.cross(Pi, self.angular_velocity(Pi)) + self.body_torque(t, R, Pi)
 
     def kinetic_energy(self, Pi):
-        return 0.5 * jnp.sum(Pi * self.angular_velocity(Pi), axis=-1)
+        return 0.5 * _linalg.dot(Pi, self.angular_velocity(Pi))
 
     def potential_energy(self, t, R):
         if self.potential is None:
@@ -119,9 +114,15 @@ class RigidBody(eqx.Module):
 
     def invariants(self, t, state: RigidBodyState) -> dict[str, jax.Array]:
         """Scalars to monitor for one state: kinetic energy `K`, Hamiltonian `H = K + V`,
-        spatial momentum `π = RΠ` (components `pi1..3`, norm `pi_norm`), and `RtR_error`."""
+        spatial momentum `π = RΠ` (components `pi1..3`, norm `pi_norm`), and `RtR_error`;
+        for a heavy top also the Casimirs `Pi_dot_Gamma` = ⟨Π, Γ⟩ and `Gamma_norm` = ‖Γ‖ of
+        the direction of gravity in the body, `Γ = Rᵀ up/‖up‖` (Dixon §7, Figure 9)."""
         pi = state.R @ state.Pi
         K = self.kinetic_energy(state.Pi)
+        extra = {}
+        if isinstance(self.potential, HeavyTopPotential):
+            Gamma = state.R.T @ (self.potential.up / jnp.linalg.norm(self.potential.up))
+            extra = {"Pi_dot_Gamma": jnp.dot(state.Pi, Gamma), "Gamma_norm": jnp.linalg.norm(Gamma)}
         return {
             "K": K,
             "H": K + self.potential_energy(t, state.R),
@@ -130,6 +131,7 @@ class RigidBody(eqx.Module):
             "pi3": pi[2],
             "pi_norm": jnp.linalg.norm(pi),
             "RtR_error": so3.orthogonality_error(state.R),
+            **extra,
         }
 
     def vector_field(self, t, state: RigidBodyState) -> RigidBodyState:

@@ -1,0 +1,368 @@
+"""The rigid body described by constrained directors, standard and non-twisting
+(Gebhardt & Romero 2020, §3.5 and §4.2), and the continuous split-form equations of the
+non-twisting body (§4.1, eqs. 69–71) as an independent reference model.
+
+Configuration `q = (d1, d2, d3) ∈ R⁹` (the body frame `Λ = dᵢ ⊗ Dᵢ`, i.e. `R = [d1 d2 d3]`
+column-wise, `dᵢ = R Eᵢ`), velocities `v = q̇`. With Euler's inertia coefficients
+`𝒥ⁱʲ = ∫ρ θⁱθʲ` (66) the kinetic energy is `K = ½ q̇ᵀ M q̇`, `M = 𝒥 ⊗ I₃` (88), the director
+momenta are `πⁱ = 𝒥ⁱʲ ḋⱼ` (65), the spatial angular momentum is `π = Σ dᵢ × πⁱ` and the
+material one `Πⁱ = dᵢ · π` (74, 109). The convected inertia is `J = tr(𝒥) I − 𝒥`, and
+conversely `𝒥 = ½ tr(J) I − J` (111: J = [[3, −1/7, 0], [−1/7, 4, 0], [0, 0, 5]] ⇔
+𝒥 = [[3, 1/7, 0], [1/7, 2, 0], [0, 0, 1]]). An external moment `m` enters by the virtual work
+(68)/(84), `Σ ½ (dᵢ × δdᵢ) · m`: the generalised force on `dᵢ` is `fⁱ = ½ m × dᵢ`.
+
+**Where the paper is silent or slips (decisions).**
+- (63) lists only the three orthogonality conditions `d2·d3, d1·d3, d1·d2`, with `λ ∈ R³`;
+  but the configuration space (56) is `S² × S² × S²` and the tangent space (57) is that of
+  rigid rotations: without the unit-length conditions nothing holds `|dᵢ| = 1` (the centripetal
+  force along `dᵢ` is missing and a spinning director stretches). We use the six conditions
+  `h = (½(d1·d1 − 1), ½(d2·d2 − 1), ½(d3·d3 − 1), d2·d3, d1·d3, d1·d2)`, `λ ∈ R⁶` (as in
+  Betsch & Steinmann's director formulation, the paper's [14–16]).
+- The non-twisting constraint (80) is `g = (1 − a) ḋ1·d2 − a ḋ2·d1 = G_a(q) q̇` with
+  `G_a = ((1 − a) d2, −a d1, 0)`. `G_a − G_0 = −a ∂(d1·d2)/∂q`, a row of the holonomic
+  Jacobian: the force `G_aᵀμ` differs from `G_0ᵀμ` by a constraint force that `λ` absorbs, so
+  the motion does not depend on `a` (the paper picks `a = 1` and `a = 0` in the two halves of
+  its proof of Theorem 5.2; both are the same scheme). We use `a = 0`.
+- The non-twisting body takes the moment as `m⊥` (84): a moment with a `d3` component is the
+  caller's error (the loads of §6 are combinations of `d1` and `d2`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import is_concrete, require
+
+
+class DirectorState(NamedTuple):
+    """Directors `q = (d1, d2, d3)` stacked `(..., 9)` and their velocities `v = q̇ (..., 9)`."""
+
+    q: jax.Array
+    v: jax.Array
+
+
+# --- inertia ------------------------------------------------------------------------------
+
+
+def euler_coefficients(J):
+    """Euler's inertia coefficients `𝒥 = ½ tr(J) I − J` from the convected inertia (66, 111)."""
+    return 0.5 * jnp.trace(J) * jnp.eye(3, dtype=J.dtype) - J
+
+
+def convected_inertia(euler):
+    """The convected inertia `J = tr(𝒥) I − 𝒥` from Euler's coefficients (111)."""
+    return jnp.trace(euler) * jnp.eye(3, dtype=euler.dtype) - euler
+
+
+def mass_matrix(euler):
+    """`M = 𝒥 ⊗ I₃ (9, 9)` (88)."""
+    return jnp.kron(euler, jnp.eye(3, dtype=euler.dtype))
+
+
+# --- configuration, constraints, momenta --------------------------------------------------
+
+
+def directors(q):
+    """`(d1, d2, d3)`, each `(..., 3)`, from `q (..., 9)`."""
+    return q[..., 0:3], q[..., 3:6], q[..., 6:9]
+
+
+def rotation(q):
+    """`R = [d1 d2 d3] (..., 3, 3)` (columns), the rotation `Λ = dᵢ ⊗ Eᵢ`."""
+    return jnp.stack(directors(q), axis=-1)
+
+
+def from_rotation(R, omega):
+    """`DirectorState` of attitude `R (3, 3)` spinning at the spatial angular velocity `omega`:
+    `dᵢ = R Eᵢ`, `ḋᵢ = ω × dᵢ` (57)."""
+    d = jnp.swapaxes(R, -1, -2)  # rows d1, d2, d3
+    v = jnp.cross(omega[..., None, :], d)
+    return DirectorState(d.reshape(d.shape[:-2] + (9,)), v.reshape(v.shape[:-2] + (9,)))
+
+
+def constraints(q):
+    """`h(q) (6,)`: unit length and mutual orthogonality of the directors ((63) completed by
+    the unit-length conditions of (56); see the module docstring)."""
+    d1, d2, d3 = directors(q)
+    dot = lambda a, b: jnp.sum(a * b, axis=-1)  # noqa: E731
+    return jnp.stack(
+        [
+            0.5 * (dot(d1, d1) - 1.0),
+            0.5 * (dot(d2, d2) - 1.0),
+            0.5 * (dot(d3, d3) - 1.0),
+            dot(d2, d3),
+            dot(d1, d3),
+            dot(d1, d2),
+        ],
+        axis=-1,
+    )
+
+
+def constraint_jacobian(q):
+    """`H(q) = ∂h/∂q (6, 9)`, by autodiff (linear in `q`)."""
+    return jax.jacfwd(constraints)(q)
+
+
+def nontwisting_matrix(q, a=0.0):
+    """`G_a(q) (1, 9)` with `G_a(q) q̇ = (1 − a) ḋ1·d2 − a ḋ2·d1`, the constraint (80)."""
+    d1, d2, _ = directors(q)
+    return jnp.concatenate([(1.0 - a) * d2, -a * d1, jnp.zeros_like(d1)])[None, :]
+
+
+def director_momenta(euler, v):
+    """`πⁱ = 𝒥ⁱʲ ḋⱼ` (65), rows of a `(3, 3)` array."""
+    return euler @ v.reshape(3, 3)
+
+
+def spatial_momentum(euler, state: DirectorState):
+    """`π = Σᵢ dᵢ × πⁱ` (the angular momentum, 54b)."""
+    d = state.q.reshape(3, 3)
+    return jnp.sum(jnp.cross(d, director_momenta(euler, state.v)), axis=0)
+
+
+def material_momentum(euler, state: DirectorState):
+    """`Πⁱ = dᵢ · π` (74b–c; `Π¹ = d3·π² − d2·π³` by (109))."""
+    return state.q.reshape(3, 3) @ spatial_momentum(euler, state)
+
+
+def angular_velocity(state: DirectorState):
+    """`ω = ½ Σ dᵢ × ḋᵢ` (exact for `ḋᵢ = ω × dᵢ` with orthonormal `dᵢ`)."""
+    d, v = state.q.reshape(3, 3), state.v.reshape(3, 3)
+    return 0.5 * jnp.sum(jnp.cross(d, v), axis=0)
+
+
+def kinetic_energy(euler, v):
+    """`K = ½ q̇ᵀ M q̇ = ½ Σ 𝒥ⁱʲ ḋᵢ·ḋⱼ` (61)."""
+    V = v.reshape(3, 3)
+    return 0.5 * jnp.sum(euler * (V @ V.T))
+
+
+# --- loads --------------------------------------------------------------------------------
+
+
+def ramp(t):
+    """The load history `f` of (116): `2t` on [0, ½), `2 − 2t` on [½, 1), 0 after."""
+    return jnp.where(t < 0.5, 2.0 * t, jnp.where(t < 1.0, 2.0 - 2.0 * t, 0.0))
+
+
+class AbstractMoment(eqx.Module):
+    """An external moment `m(t, d1, d2, d3) (3,)` in spatial components."""
+
+    def __call__(self, t, d1, d2, d3):
+        raise NotImplementedError
+
+
+class MaterialPulseMoment(AbstractMoment):
+    """`m⊥(t) = −f(t) (A¹ d1 + A² d2)` with `f` of (116) (§6, eqs. 115 and 118).
+
+    `amplitudes (2,)` = `(A¹, A²)`: Case 2 is (2472.5, 1075), Case 3 (1236.25, 537.5)."""
+
+    amplitudes: jax.Array
+
+    def __call__(self, t, d1, d2, d3):
+        del d3
+        a = self.amplitudes
+        return -ramp(t) * (a[..., 0:1] * d1 + a[..., 1:2] * d2)
+
+
+# --- the model ----------------------------------------------------------------------------
+
+
+class DirectorRigidBody(eqx.Module):
+    """The rigid body in directors (§3.5), or, with `nontwisting=True`, the body whose frame
+    is non-twisting (§4.2, constraint 80: `w · d3 = 0`).
+
+    **Fields:** `euler_inertia` 𝒥 `(3, 3)` (66); `moment` (optional `AbstractMoment`, the
+    spatial moment `m`, or `m⊥` for the non-twisting body); `nontwisting` (static).
+    """
+
+    euler_inertia: jax.Array
+    moment: AbstractMoment | None = None
+    nontwisting: bool = eqx.field(default=False, static=True)
+
+    @classmethod
+    def from_convected(cls, J, moment=None, nontwisting=False):
+        """From the convected inertia `J` (the inertia tensor in body axes)."""
+        return cls(euler_coefficients(jnp.asarray(J)), moment, nontwisting)
+
+    @property
+    def has_load(self) -> bool:
+        return self.moment is not None
+
+    def generalized_forces(self, t, q):
+        """`Q = (½ m × d1, ½ m × d2, ½ m × d3) (9,)` from the virtual work (68)/(84)."""
+        if self.moment is None:
+            return jnp.zeros_like(q)
+        d1, d2, d3 = directors(q)
+        m = self.moment(t, d1, d2, d3)
+        return 0.5 * jnp.cross(m[None, :], q.reshape(3, 3)).reshape(9)
+
+    def invariants(self, t, state: DirectorState) -> dict[str, jax.Array]:
+        """`K`, the material momentum `Pi1..3` and, for the standard body, the spatial
+        momentum `pi1..3` (conserved without load: Theorems 3.3, 4.2)."""
+        del t
+        Pi = material_momentum(self.euler_inertia, state)
+        out = {"K": kinetic_energy(self.euler_inertia, state.v)}
+        out.update({f"Pi{i + 1}": Pi[i] for i in range(3)})
+        if not self.nontwisting:
+            pi = spatial_momentum(self.euler_inertia, state)
+            out.update({f"pi{i + 1}": pi[i] for i in range(3)})
+        return out
+
+    def check_state(self, state: DirectorState):
+        """Host-side validation of an initial state (`simulate` calls it): shapes, finite,
+        orthonormal right-handed directors. Not the velocities' admissibility: the
+        non-twisting scheme keeps (94) at the step midpoints, so its own nodal states, from
+        which a run is continued, satisfy it only to O(h²) (the case builders check it)."""
+        check_director_state(state, self.nontwisting, velocities=False)
+
+    def state_event_ndims(self) -> DirectorState:
+        return DirectorState(q=1, v=1)
+
+
+# --- input checks -------------------------------------------------------------------------
+
+
+def check_director_body(model: DirectorRigidBody):
+    """𝒥 `(…, 3, 3)` finite and symmetric, `J = tr 𝒥 − 𝒥` positive definite; for the
+    non-twisting body `D3` must be principal (`𝒥¹³ = 𝒥²³ = 0`, the split (32))."""
+    E = model.euler_inertia
+    if E.shape[-2:] != (3, 3):
+        raise ValueError(f"euler_inertia must have shape (..., 3, 3), got {E.shape}")
+    if not is_concrete(E):
+        return
+    E = np.asarray(E)
+    scale = np.max(np.abs(E), axis=(-2, -1))
+    tol = 100 * np.finfo(E.dtype).eps * scale
+    require(E, ~np.isfinite(E).all(axis=(-2, -1)), "euler_inertia contains NaN or inf")
+    require(E, np.max(np.abs(E - np.swapaxes(E, -1, -2)), axis=(-2, -1)) > tol, "not symmetric")
+    J = np.trace(E, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - E
+    require(E, np.linalg.eigvalsh(J)[..., 0] <= 0, "convected inertia J = tr𝒥 − 𝒥 not SPD")
+    if model.nontwisting:
+        off = np.maximum(np.abs(E[..., 0, 2]), np.abs(E[..., 1, 2]))
+        require(E, off > tol, "the non-twisting body needs 𝒥¹³ = 𝒥²³ = 0 (D3 principal)")
+
+
+def check_director_state(state: DirectorState, nontwisting: bool = False, velocities: bool = True):
+    """Shapes `(…, 9)`, finite, directors orthonormal and right-handed to √eps, velocities
+    admissible (`H(q) q̇ = 0`, and `G(q) q̇ = 0` for the non-twisting body) to √eps·(1 + |q̇|)."""
+    q, v = state
+    if q.shape[-1:] != (9,) or v.shape != q.shape:
+        raise ValueError(
+            f"director state needs q and v of shape (..., 9), got {q.shape}, {v.shape}"
+        )
+    if not is_concrete(q, v):
+        return
+    qn, vn = np.asarray(q), np.asarray(v)
+    bad = ~(np.isfinite(qn).all(axis=-1) & np.isfinite(vn).all(axis=-1))
+    require(qn, bad, "initial director state contains NaN or inf")
+    tol = np.sqrt(np.finfo(qn.dtype).eps)
+    flat_q, flat_v = qn.reshape(-1, 9), vn.reshape(-1, 9)
+    h = np.asarray(jax.vmap(constraints)(flat_q)).reshape(qn.shape[:-1] + (6,))
+    err = np.max(np.abs(h), axis=-1)
+    require(
+        qn, err > tol, f"directors are not orthonormal: max |h(q)| = {err.max():.3g} > {tol:.2g}"
+    )
+    d = flat_q.reshape(-1, 3, 3)
+    det = np.einsum("ni,ni->n", np.cross(d[:, 0], d[:, 1]), d[:, 2]).reshape(qn.shape[:-1])
+    require(qn, det <= 0, "directors are left-handed (d1 × d2 = −d3)")
+    if not velocities:
+        return
+    rates = [jax.vmap(lambda a, b: constraint_jacobian(a) @ b)(flat_q, flat_v)]
+    if nontwisting:
+        rates.append(jax.vmap(lambda a, b: nontwisting_matrix(a) @ b)(flat_q, flat_v))
+    rate = np.max(np.abs(np.concatenate([np.asarray(r) for r in rates], axis=-1)), axis=-1)
+    rate = rate.reshape(qn.shape[:-1])
+    scale = tol * (1.0 + np.max(np.abs(vn), axis=-1))
+    what = "H(q) q̇ = 0" + (" and w · d3 = 0" if nontwisting else "")
+    require(qn, rate > scale, f"director velocities are not admissible ({what} violated)")
+
+
+# --- the continuous split-form model (69)–(71) ----------------------------------------------
+
+
+class SplitFormState(NamedTuple):
+    """Directors `q (..., 9)` and the material momentum components `Pi_perp = (Π¹, Π²)`."""
+
+    q: jax.Array
+    Pi_perp: jax.Array
+
+
+def split_form_angular_velocity(euler, state: SplitFormState):
+    """`w = w⊥ = W¹d1 + W²d2` with `(W¹, W²) = J⊥⁻¹(Π¹, Π²)` (40) and `w∥ = 0` (71c)."""
+    Jp = convected_inertia(euler)[:2, :2]
+    det = Jp[0, 0] * Jp[1, 1] - Jp[0, 1] * Jp[1, 0]
+    P1, P2 = state.Pi_perp[0], state.Pi_perp[1]
+    W1 = (Jp[1, 1] * P1 - Jp[0, 1] * P2) / det
+    W2 = (Jp[0, 0] * P2 - Jp[1, 0] * P1) / det
+    d1, d2, _ = directors(state.q)
+    return W1 * d1 + W2 * d2
+
+
+def split_form_vector_field(model: DirectorRigidBody, t, state: SplitFormState):
+    """The non-twisting body in split form (69)–(71): `π⊥ = Π¹d1 + Π²d2` is parallel-
+    transported along `d3` (71a) up to the load, `∇π⊥ = m⊥`, i.e. `Π̇ᵅ = m⊥ · dᵅ`, while the
+    frame turns at `w = w⊥` (`split_form_angular_velocity`); `ḋᵢ = w × dᵢ` then moves `d1`,
+    `d2` along `d3` only: they are parallel-transported along the curve `d3(t)`."""
+    w = split_form_angular_velocity(model.euler_inertia, state)
+    dq = jnp.cross(w[None, :], state.q.reshape(3, 3)).reshape(9)
+    if model.moment is None:
+        dPi = jnp.zeros_like(state.Pi_perp)
+    else:
+        d1, d2, d3 = directors(state.q)
+        m = model.moment(t, d1, d2, d3)
+        dPi = jnp.stack([jnp.dot(m, d1), jnp.dot(m, d2)])
+    return SplitFormState(dq, dPi)
+
+
+def split_form_reference(
+    model: DirectorRigidBody,
+    state0: DirectorState,
+    t_eval,
+    *,
+    breakpoints=(0.5, 1.0),
+    rtol=1e-13,
+    atol=1e-13,
+):
+    """`(DirectorState, Pi_perp)` at `t_eval (n,)` (from t = 0) of the non-twisting body, by
+    scipy's DOP853 on the split form (69)–(71) at `rtol`, `atol`, restarted at the load's
+    kinks `breakpoints` (those of (116)): an explicit method on other unknowns (11, no
+    multipliers) that shares nothing with the energy–momentum scheme but the load."""
+    from scipy.integrate import solve_ivp
+
+    Pi0 = material_momentum(model.euler_inertia, state0)[:2]
+    y = np.concatenate([np.asarray(state0.q, np.float64), np.asarray(Pi0, np.float64)])
+
+    @jax.jit
+    def f(t, y):
+        dy = split_form_vector_field(model, t, SplitFormState(y[:9], y[9:]))
+        return jnp.concatenate([dy.q, dy.Pi_perp])
+
+    t_eval = np.atleast_1d(np.asarray(t_eval, np.float64))
+    edges = [0.0] + [b for b in breakpoints if 0.0 < b < t_eval[-1]] + [float(t_eval[-1])]
+    out = np.empty((len(t_eval), 11))
+    for a, b in zip(edges[:-1], edges[1:]):
+        inside = (t_eval >= a) & (t_eval <= b)
+        sol = solve_ivp(
+            lambda t, y: np.asarray(f(t, y)),
+            (a, b),
+            y,
+            method="DOP853",
+            t_eval=np.unique(np.concatenate([t_eval[inside], [b]])),
+            rtol=rtol,
+            atol=atol,
+        )
+        if not sol.success:
+            raise RuntimeError(f"reference integration failed: {sol.message}")
+        out[inside] = sol.y.T[: inside.sum()]
+        y = sol.y[:, -1]
+    Y = jnp.asarray(out)
+    split = SplitFormState(Y[:, :9], Y[:, 9:])
+    w = jax.vmap(split_form_angular_velocity, in_axes=(None, 0))(model.euler_inertia, split)
+    v = jnp.cross(w[:, None, :], split.q.reshape(-1, 3, 3)).reshape(-1, 9)
+    return DirectorState(split.q, v), split.Pi_perp

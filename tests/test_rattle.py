@@ -1,0 +1,195 @@
+"""RATTLE on rotation matrices (Chaurasia 2012, App. B) on the heavy symmetric top of §2.5:
+measured order against an independent DOP853 reference, the constraints to solver tolerance,
+bounded energy error, symmetry, ensembles, and errors for bad input."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxrigid as jr
+from jaxrigid.cases import get_case
+from jaxrigid.cases.symmetric_top import initial_values
+from jaxrigid.diagnostics import invariants_along, measured_order
+from jaxrigid.integrators import RATTLE
+from jaxrigid.models import symmetric_top as st
+from jaxrigid.reference import rigid_body_reference
+
+CASE = get_case("symmetric-top-rattle")
+
+
+def top():
+    return CASE.build(CASE.resolve())
+
+
+def run(model, state0, dt, n_steps, save_every):
+    sol = jr.simulate(RATTLE(), model, state0, dt, n_steps, save_every=save_every)
+    assert bool(np.all(sol.newton.all_converged)), sol.newton
+    return sol
+
+
+@functools.cache
+def reference_com(t_end):
+    """Centre of mass at `t_end` from Krysl's `(R, Π)` equations by DOP853, rtol = atol = 1e-13:
+    no code shared with RATTLE but the potential."""
+    angles, rates, params = initial_values(CASE.resolve())
+    model, state0 = st.rigid_body_top(angles, rates, params)
+    ref = rigid_body_reference(model, state0, [t_end])
+    return np.asarray(st.com_from_rotation_matrix(ref.R[0], params))
+
+
+def test_order_two_against_reference():
+    """The centre of mass `R χ` at t = 0.5 for Δt = T/250 … T/2000 (hΩ ≤ 0.2 at spin 100 s⁻¹,
+    measured ratios 2.02, 2.005, 2.001)."""
+    model, state0 = top()
+    params = initial_values(CASE.resolve())[2]
+    t_end, n0 = 0.5, 250
+    errors, dts = [], []
+    for k in range(4):
+        dt = t_end / (n0 * 2**k)
+        state = state0
+        for _ in range(2**k):  # chunks of n0 steps: one compilation for all step sizes
+            state = run(model, state, dt, n0, n0).final_state
+        com = np.asarray(st.com_from_rotation_matrix(state.R, params))
+        errors.append(np.max(np.abs(com - reference_com(t_end))))
+        dts.append(dt)
+    order = measured_order(dts, errors)
+    # ±0.1: the slope over three halvings in the asymptotic regime (ratios within 2 ± 0.02)
+    assert abs(order - 2.0) <= 0.1, (order, errors)
+
+
+@pytest.fixture(scope="module")
+def long_runs():
+    """10 s (~30 nutation periods) at the thesis's Δt = 0.005 and at Δt/2, every 10th state."""
+    model, state0 = top()
+    out = {}
+    for dt in (0.005, 0.0025):
+        state, chunks = state0, []
+        for _ in range(round(10.0 / dt) // 1000):  # chunks of 1000 steps: one compilation
+            sol = run(model, state, dt, 1000, 10)
+            inv = invariants_along(model, sol.ts, sol.states)
+            chunks.append({k: np.asarray(v)[1 if chunks else 0 :] for k, v in inv.items()})
+            state = sol.final_state
+        out[dt] = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
+    return out
+
+
+def test_constraints_kept_to_solver_tolerance(long_runs):
+    """‖RᵀR − 1‖ stays at round-off (Newton's last update is below eps^(3/4), so the error left is
+    its square) and the momentum constraint (3.7) at round-off relative to |Ω| ≈ 100."""
+    model, state0 = top()
+    omega = float(jnp.linalg.norm(model.body_angular_velocity(state0)))
+    eps = np.finfo(np.float64).eps
+    for inv in long_runs.values():
+        # 10 eps: a few roundings of the 3×3 products per step, not accumulated (measured 7e-16)
+        assert inv["RtR_error"].max() < 10 * eps
+        # 10 eps |Ω|: the closed-form projection (B.28) leaves rounding of P J⁻¹ (6.5e-14 measured)
+        assert inv["tangency_error"].max() < 10 * eps * omega
+
+
+def test_energy_error_bounded_and_second_order(long_runs):
+    """|H − H₀| does not drift (its maximum over the second half of the run is that of the first
+    half, to 5%) and scales as Δt² (ratio 4.2 measured for 0.005 → 0.0025)."""
+    drifts = {}
+    for dt, inv in long_runs.items():
+        dH = np.abs(inv["H"] - inv["H"][0])
+        half = dH.size // 2
+        # 5%: the maxima of an oscillating, non-drifting error over 15 nutation periods each
+        assert dH[half:].max() <= 1.05 * dH[:half].max(), dt
+        drifts[dt] = dH.max()
+    ratio = np.log2(drifts[0.005] / drifts[0.0025])
+    # ±0.2: two step sizes only, and the maxima are sampled every 10th step
+    assert abs(ratio - 2.0) <= 0.2, ratio
+
+
+def test_vertical_angular_momentum_conserved(long_runs):
+    """RATTLE is symplectic and equivariant under turns about the vertical, so it keeps the
+    spatial momentum π₃ (Noether): to round-off over 2000–4000 steps (1e-11 of π₃ ≈ 74)."""
+    for inv in long_runs.values():
+        assert np.max(np.abs(inv["pi3"] - inv["pi3"][0])) < 1e-11 * abs(inv["pi3"][0])
+
+
+def test_symmetric_step_is_reversible():
+    """Step forward by h, back by −h: the start again, to round-off (RATTLE is symmetric)."""
+    model, state0 = top()
+    integrator = RATTLE()
+    s1, info1 = integrator.step(model, state0, 0.0, 0.005)
+    s2, info2 = integrator.step(model, s1, 0.005, -0.005)
+    assert bool(info1.converged) and bool(info2.converged)
+    # 1e-13 relative: two Newton solves at eps^(3/4) tolerance (squared) and rounding of |P| ~ 500
+    assert np.max(np.abs(s2.R - state0.R)) < 1e-13
+    assert np.max(np.abs(s2.P - state0.P)) < 1e-13 * np.max(np.abs(state0.P))
+
+
+def test_ensemble_equals_members():
+    """Three perturbed members, batched, equal the three unbatched runs member by member."""
+    model, state0 = top()
+    batch = CASE.perturb(state0, np.random.default_rng(0), 0.05, 3)
+    batched = run(model, batch, 0.002, 50, 50).final_state
+    for i in range(3):
+        member = jax.tree_util.tree_map(lambda x: x[i], batch)
+        alone = run(model, member, 0.002, 50, 50).final_state
+        # 1e-13 relative: vmap may fuse and reorder the same floating-point operations
+        np.testing.assert_allclose(batched.R[i], alone.R, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(batched.P[i], alone.P, rtol=0, atol=1e-13 * 500)
+
+
+def test_perturbed_members_stay_on_the_constraint_manifold():
+    model, state0 = top()
+    batch = CASE.perturb(state0, np.random.default_rng(1), 0.05, 4)
+    RtR, tangency = model.constraint_errors(batch)
+    assert np.max(RtR) < 1e-14 and np.max(tangency) < 1e-12  # round-off of E R, E P (|P| ~ 500)
+
+
+def test_newton_failure_is_reported():
+    """At Δt = 0.02 (hΩ = 2) Newton does not converge: reported, and `throw=True` raises."""
+    model, state0 = top()
+    sol = jr.simulate(RATTLE(), model, state0, 0.02, 5, save_every=5)
+    assert not bool(sol.newton.all_converged) and int(sol.newton.first_failure) == 0
+    with pytest.raises(jr.NewtonConvergenceError, match="step 0"):
+        jr.simulate(RATTLE(), model, state0, 0.02, 5, save_every=5, throw=True)
+
+
+def test_bad_inputs_raise_clear_errors():
+    model, state0 = top()
+    with pytest.raises(ValueError, match="not orthonormal"):
+        st.check_constrained_state(model, state0._replace(R=1.01 * state0.R))
+    with pytest.raises(ValueError, match="not tangent"):
+        st.check_constrained_state(model, state0._replace(P=state0.P + state0.R))
+    with pytest.raises(ValueError, match="shape"):
+        st.check_constrained_state(model, state0._replace(P=state0.P[:2]))
+    with pytest.raises(ValueError, match="J = ½ tr 𝕀 − 𝕀 > 0"):
+        st.ConstrainedRigidBody.from_inertia(jnp.array([1.0, 1.0, 3.0]))
+    body, body_state = st.rigid_body_top(*initial_values(CASE.resolve()))
+    with pytest.raises(TypeError, match="ConstrainedRigidBody"):
+        jr.simulate(RATTLE(), body, body_state, 0.001, 1)
+
+
+def test_refused_for_other_families():
+    """`rattle` is registered for the constrained family only."""
+    from jaxrigid.integrators import METHODS_BY_FAMILY
+
+    families = [f for f, methods in METHODS_BY_FAMILY.items() if "rattle" in methods]
+    assert families == ["constrained"]
+    assert CASE.family == "constrained"
+
+
+def test_gradient_through_the_steps_matches_finite_differences():
+    """d(height of the centre of mass after 20 steps)/d(momentum scale s), P0 → s P0 (tangent for
+    every s): forward and reverse mode through Newton's implicit-function derivative = central
+    differences."""
+    model, state0 = top()
+    params = initial_values(CASE.resolve())[2]
+
+    def height(s):
+        state = state0._replace(P=s * state0.P)
+        final = jr.simulate(RATTLE(), model, state, 0.002, 20, save_every=20).final_state
+        return st.com_from_rotation_matrix(final.R, params)[2]
+
+    eps = 1e-6
+    fd = float((height(1.0 + eps) - height(1.0 - eps)) / (2 * eps))
+    # 1e-7 relative: central differences err by O(eps²) plus rounding ~1e-16/eps
+    for grad in (float(jax.jacfwd(height)(1.0)), float(jax.grad(height)(1.0))):
+        assert abs(grad - fd) <= 1e-7 * abs(fd), (grad, fd)
