@@ -215,14 +215,20 @@ def test_q2_is_4_under_load_when_the_rotation_is_resolved(name):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="printed loads spin the body to |w| ≈ 450 rad/s")
 @pytest.mark.parametrize("name", ["nontwisting-case2", "nontwisting-case3"])
-def test_q2_at_the_printed_loads_and_h(name):
-    """The paper says Q_II ≈ 4 in Cases 2, 3 at h = 0.005; with the loads (115)/(118) as
-    printed, |w| h reaches ≈ 2 rad per step and we measure Q_II = 0.90, 1.44, 0.98, 0.11,
-    0.61 (Case 2) and 0.67, 0.67, 1.03, 1.69, 3.58 (Case 3). See the issue note."""
-    q2, _ = q2_at_seconds(name)
-    np.testing.assert_allclose(q2, 4.0, atol=0.05)
+def test_q2_at_the_printed_loads_and_h_is_not_asymptotic(name):
+    """The paper says Q_II ≈ 4 in Cases 2, 3 at h = 0.005. With the loads (115)/(118) as
+    printed the body turns by more than 1 rad per step after the load (a director moves by
+    2 sin(|w|h/2) > 0.9 per step), far outside the asymptotic regime, and Q_II is not ≈ 4
+    (measured 0.90, 1.44, 0.98, 0.11, 0.61 and 0.67, 0.67, 1.03, 1.69, 3.58). This records the
+    finding (see the issue note); `test_q2_is_4_under_load_when_the_rotation_is_resolved`
+    shows the scheme's Q_II ≈ 4 once the rotation per step is resolved."""
+    q2, xs = q2_at_seconds(name)
+    model, states = trajectory(name)
+    after = np.asarray(states.q)[int(round(1 / H)) :]
+    step = np.linalg.norm(np.diff(after, axis=0).reshape(-1, 3, 3), axis=-1).max()
+    assert step > 0.9
+    assert np.max(np.abs(q2 - 4.0)) > 0.5
 
 
 def test_q2_along_runs_any_integrator_and_measures_the_order():
