@@ -1,0 +1,137 @@
+"""Experiment: where the time of the library's IMIDM goes (target (a) of issue 2).
+
+Times, in one process with interleaved repeats (best kept), the torque-free body at Δt = 0.01
+on 10⁴ members (`ensemble_throughput.py`'s problem and runners) for
+
+* the Rodrigues coefficients as they are (`exact`, every angle), without the 2π reduction
+  (`no-reduction`, θ ≤ π only), as 5-term series (`5-term`, small angles only) and as constants
+  (`constant`: wrong numbers, a lower bound on their cost): swapped in for
+  `jaxrigid.lie.so3._rodrigues_coefficients`;
+* the library's `Newton` (full and chord) against `FixedNewton`, a bare fixed-count iteration
+  with no stopping rule, no loop, no `custom_root` (2 full or chord iterations, or 1 full
+  iteration, which is *not* a converged solve: a lower bound);
+
+and diffrax's fixed-step RK4 as the yardstick. Writes `results/imidm_cost_breakdown_<device>.json`
+and prints body-steps/s and the ratio to RK4. Not library code.
+
+    python bench/imidm_cost_breakdown.py [--members 10000] [--steps 300] [--repeats 5]
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+sys.argv, _argv = sys.argv[:1], sys.argv[1:]
+import ensemble_throughput as et  # noqa: E402 (parses its own arguments at import)
+
+import jaxrigid  # noqa: E402
+from _common import machine, to_json  # noqa: E402
+from jaxrigid import _linalg  # noqa: E402
+from jaxrigid import newton as nw  # noqa: E402
+from jaxrigid.lie import so3  # noqa: E402
+
+EXACT = so3._rodrigues_coefficients
+
+
+def no_reduction(x):
+    y = 0.25 * x
+    s = so3._poly(y, so3._SIN_SERIES)
+    a = s * (1.0 - y * so3._poly(y, so3._VERSIN_SERIES))
+    return a, 0.5 * s * s, so3._poly(x, so3._C_SERIES)
+
+
+def five_terms(x):
+    return tuple(so3._poly(x, c[:5]) for c in (so3._SIN_SERIES, so3._VERSIN_SERIES, so3._C_SERIES))
+
+
+def constant(x):
+    return jnp.ones_like(x), jnp.full_like(x, 0.5), jnp.full_like(x, 1 / 6)
+
+
+COEFFICIENTS = {"exact": EXACT, "no-reduction": no_reduction, "5-term": five_terms}
+COEFFICIENTS["constant"] = constant
+
+
+class FixedNewton(eqx.Module):
+    """`iterations` Newton (or chord) updates from the guess, nothing else."""
+
+    iterations: int = eqx.field(static=True, default=2)
+    chord: bool = eqx.field(static=True, default=False)
+
+    def solve(self, f, x):
+        J = nw._value_and_jacobian(f, x)[1] if self.chord else None
+        for _ in range(self.iterations):
+            r, J = (f(x), J) if self.chord else nw._value_and_jacobian(f, x)
+            x = x - _linalg.solve(J, r)
+        return x, nw.NewtonInfo(jnp.int32(self.iterations), jnp.zeros((), x.dtype), jnp.bool_(True))
+
+
+SOLVERS = {
+    "Newton": jaxrigid.Newton(),
+    "Newton chord": jaxrigid.Newton(chord=True),
+    "fixed 2 full": FixedNewton(2),
+    "fixed 2 chord": FixedNewton(2, chord=True),
+    "fixed 1 full (not a converged solve)": FixedNewton(1),
+}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--members", type=int, default=10_000)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"))
+    args = p.parse_args(_argv)
+    dt = 0.01
+    ens = et.ensemble(args.members)
+    xs = (ens.R, ens.Pi)
+
+    runs = {"diffrax RK4": et.diffrax_runner("RK4", dt, args.steps).lower(*xs).compile()}
+    for name, coefficients in COEFFICIENTS.items():
+        so3._rodrigues_coefficients = coefficients  # traced now, so compiled in
+        for solver in ("Newton", "Newton chord"):
+            runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
+            runs[f"IMIDM, {solver}, coefficients {name}"] = runner.lower(*xs).compile()
+    so3._rodrigues_coefficients = EXACT
+    for solver in list(SOLVERS)[2:]:
+        runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
+        runs[f"IMIDM, {solver}, coefficients exact"] = runner.lower(*xs).compile()
+    runs["IMID, Newton"] = et.jaxrigid_runner(jaxrigid.IMID(), dt, args.steps).lower(*xs).compile()
+
+    for f in runs.values():
+        jax.block_until_ready(f(*xs))
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(args.repeats):  # interleaved, so a change of load favours no variant
+        for name, f in runs.items():
+            t = time.perf_counter()
+            jax.block_until_ready(f(*xs))
+            best[name] = min(best[name], time.perf_counter() - t)
+    body_steps = args.members * args.steps
+    rows = {
+        name: {
+            "seconds": s,
+            "body_steps_per_s": body_steps / s,
+            "ratio_vs_diffrax_RK4": best["diffrax RK4"] / s,
+        }
+        for name, s in best.items()
+    }
+    for name, r in rows.items():
+        print(f"{name:60s} {r['body_steps_per_s']:9.3g}  x{r['ratio_vs_diffrax_RK4']:.2f}")
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"imidm_cost_breakdown_{et.device_tag()}.json"
+    record = {"command": "python bench/imidm_cost_breakdown.py " + " ".join(_argv)}
+    record |= {"members": args.members, "steps": args.steps, "dt": dt, "repeats": args.repeats}
+    record |= {"machine": machine(), "runs": rows}
+    path.write_text(json.dumps(to_json(record), indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
