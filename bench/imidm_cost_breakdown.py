@@ -29,9 +29,9 @@ import jax.numpy as jnp
 
 sys.argv, _argv = sys.argv[:1], sys.argv[1:]
 import ensemble_throughput as et  # noqa: E402 (parses its own arguments at import)
+from _common import machine, to_json  # noqa: E402
 
 import jaxrigid  # noqa: E402
-from _common import machine, to_json  # noqa: E402
 from jaxrigid import _linalg  # noqa: E402
 from jaxrigid import newton as nw  # noqa: E402
 from jaxrigid.lie import so3  # noqa: E402

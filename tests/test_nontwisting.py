@@ -220,7 +220,8 @@ def test_q2_is_4_at_the_printed_loads_once_h_resolves_the_rotation(name, refine)
     with h = 0.005/64 (Case 2, |w|h = 0.035 rad) and 0.005/32 (Case 3, 0.034 rad); measured
     3.9986 … 3.9852 and 3.9986 … 3.9954. Q_II needs the accumulated phase error ≪ 1 rad (for
     the midpoint rule (|w|h)²|w|t/12: 0.9 rad for Case 2 at h/32, which still gives 3.79 at
-    t = 5), and that fixes these h. Only every 1/h-th state is kept (`save_every`): 448 000 steps in all."""
+    t = 5), and that fixes these h. Only every 1/h-th state is kept (`save_every`); 448 000
+    steps in all."""
     model, state0 = build(name)
     xs = []
     for k in (1, 2, 4):
