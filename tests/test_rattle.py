@@ -14,6 +14,7 @@ from jaxrigid.cases import get_case
 from jaxrigid.cases.symmetric_top import initial_values
 from jaxrigid.diagnostics import invariants_along, measured_order
 from jaxrigid.integrators import RATTLE
+from jaxrigid.models import constrained_rigid_body as crb
 from jaxrigid.models import symmetric_top as st
 from jaxrigid.reference import rigid_body_reference
 
@@ -155,13 +156,13 @@ def test_newton_failure_is_reported():
 def test_bad_inputs_raise_clear_errors():
     model, state0 = top()
     with pytest.raises(ValueError, match="not orthonormal"):
-        st.check_constrained_state(model, state0._replace(R=1.01 * state0.R))
+        crb.check_constrained_state(model, state0._replace(R=1.01 * state0.R))
     with pytest.raises(ValueError, match="not tangent"):
-        st.check_constrained_state(model, state0._replace(P=state0.P + state0.R))
+        crb.check_constrained_state(model, state0._replace(P=state0.P + state0.R))
     with pytest.raises(ValueError, match="shape"):
-        st.check_constrained_state(model, state0._replace(P=state0.P[:2]))
+        crb.check_constrained_state(model, state0._replace(P=state0.P[:2]))
     with pytest.raises(ValueError, match="J = ½ tr 𝕀 − 𝕀 > 0"):
-        st.ConstrainedRigidBody.from_inertia(jnp.array([1.0, 1.0, 3.0]))
+        crb.ConstrainedRigidBody.from_inertia(jnp.array([1.0, 1.0, 3.0]))
     body, body_state = st.rigid_body_top(*initial_values(CASE.resolve()))
     with pytest.raises(TypeError, match="ConstrainedRigidBody"):
         jr.simulate(RATTLE(), body, body_state, 0.001, 1)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..lie import quaternion, so3
 from ..models import symmetric_top as st
+from ..models.constrained_rigid_body import ConstrainedRigidBodyState
 from ..models.hamiltonian import CanonicalState
 from .base import Case, Parameter
 from .hamiltonian import perturb_canonical
@@ -85,12 +86,12 @@ def perturb_quaternion(state: CanonicalState, rng, spread, n):
     return CanonicalState(q, g)
 
 
-def perturb_rattle(state: st.ConstrainedRigidBodyState, rng, spread, n):
+def perturb_rattle(state: ConstrainedRigidBodyState, rng, spread, n):
     """Members on the constraint manifold: `(E R, s E P)` with `E = exp(spread·N)` a turn in
     space and `s = 1 + spread·N` (both keep `RᵀR = 1` and the tangency of `P`)."""
     w, scale = _rotations(rng, spread, n)
     E = so3.exp(w)
-    return st.ConstrainedRigidBodyState(E @ state.R, scale[:, None, None] * (E @ state.P))
+    return ConstrainedRigidBodyState(E @ state.R, scale[:, None, None] * (E @ state.P))
 
 
 def _com_observables(com):

@@ -1,5 +1,7 @@
 """Physical systems: parameters, state, energy, torques, invariants."""
 
+from .constrained_rigid_body import ConstrainedRigidBody as ConstrainedRigidBody
+from .constrained_rigid_body import ConstrainedRigidBodyState as ConstrainedRigidBodyState
 from .coupled_bodies import CoupledBodies as CoupledBodies
 from .coupled_bodies import CoupledBodiesState as CoupledBodiesState
 from .director import DirectorRigidBody as DirectorRigidBody
@@ -9,5 +11,3 @@ from .rigid_body import AxialPowerPotential as AxialPowerPotential
 from .rigid_body import HeavyTopPotential as HeavyTopPotential
 from .rigid_body import RigidBody as RigidBody
 from .rigid_body import RigidBodyState as RigidBodyState
-from .symmetric_top import ConstrainedRigidBody as ConstrainedRigidBody
-from .symmetric_top import ConstrainedRigidBodyState as ConstrainedRigidBodyState
