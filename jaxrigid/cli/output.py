@@ -113,11 +113,18 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
     for field in fields:
         values, column = np.asarray(getattr(traj.states, field)), ""
         n = ts.shape[0]
+        labels = None
         if values.ndim >= 3 and values.shape[-2] != n and values.shape[-3] == n:
-            values, column = values[..., 2], "3"  # a matrix (RATTLE's R, P): entries i3
+            rows, cols = values.shape[-2:]
+            if rows == cols:  # a 3×3 matrix (RATTLE's R, P): its third column, entries i3
+                values, column = values[..., 2], "3"
+            else:  # one vector per body (coupled bodies' Pi (2, 3)): every component
+                labels = [f"{field}{b + 1},{i + 1}" for b in range(rows) for i in range(cols)]
+                values = values.reshape(values.shape[:-2] + (rows * cols,))
         values = values.reshape(-1, n, values.shape[-1])[0]
         for i in range(values.shape[-1]):
-            bottom.plot(ts, values[:, i], label=f"{field}{i + 1}{column}", lw=0.8)
+            label = labels[i] if labels else f"{field}{i + 1}{column}"
+            bottom.plot(ts, values[:, i], label=label, lw=0.8)
     bottom.set_xlabel("t")
     bottom.set_ylabel(", ".join(fields))
     bottom.legend(fontsize="small")
