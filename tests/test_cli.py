@@ -222,7 +222,7 @@ def test_hamiltonian_case_runs_with_its_own_state_names(tmp_path):
 
 
 def test_torque_free_only_method_is_refused_for_a_torqued_case(tmp_path, capsys):
-    rc = cli.main(["run", "krysl-slow-top", "--method", "DMV-body", "--out", str(tmp_path)])
+    rc = cli.main(["run", "krysl-coulomb-wall", "--method", "DMV-body", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert "torque-free" in err[0] and "IMIDM" in err[0] and "DMV-body" not in err[0].split(":")[-1]
@@ -238,3 +238,10 @@ def test_large_ensembles_save_fewer_states():
     assert chunks.saves_for(10**7) == chunks.MIN_SAVES
     plan = cli.plan_chunks(10_000, chunks.saves_for(1000))
     assert sum(steps // every for steps, every in plan) <= 1.05 * chunks.saves_for(1000)
+
+
+def test_dmv_runs_on_krysl_heavy_tops(tmp_path):
+    """Krysl's tops are heavy tops (uniform gravity), so the DMV methods apply to them."""
+    rc, report, _ = _run(["krysl-fast-top", "--method", "DMV-spatial", "--t-end", "0.1"], tmp_path)
+    assert rc == 0 and report["method"] == "DMV-spatial"
+    assert report["newton"]["all_converged"]
