@@ -7,9 +7,11 @@ on 10⁴ members (`ensemble_throughput.py`'s problem and runners) for
   (`no-reduction`, θ ≤ π only), as 5-term series (`5-term`, small angles only) and as constants
   (`constant`: wrong numbers, a lower bound on their cost): swapped in for
   `jaxrigid.lie.so3._rodrigues_coefficients`;
-* the library's `Newton` (full and chord) against `FixedNewton`, a bare fixed-count iteration
-  with no stopping rule, no loop, no `custom_root` (2 full or chord iterations, or 1 full
-  iteration, which is *not* a converged solve: a lower bound);
+* the library's `Newton` (full and chord), the chord one without `custom_root`, without
+  `solve_on_branch`'s check, and with the loop never entered (`max_steps = peel = 2`), against
+  `FixedNewton`, a bare fixed-count iteration with no stopping rule, no loop, no
+  `custom_root` (2 full or chord iterations, or 1 full iteration, which is *not* a converged
+  solve: a lower bound);
 
 and diffrax's fixed-step RK4 as the yardstick. Writes `results/imidm_cost_breakdown_<device>.json`
 and prints body-steps/s and the ratio to RK4. Not library code.
@@ -34,6 +36,7 @@ from _common import machine, to_json  # noqa: E402
 import jaxrigid  # noqa: E402
 from jaxrigid import _linalg  # noqa: E402
 from jaxrigid import newton as nw  # noqa: E402
+from jaxrigid.integrators import lie_group  # noqa: E402
 from jaxrigid.lie import so3  # noqa: E402
 
 EXACT = so3._rodrigues_coefficients
@@ -72,9 +75,25 @@ class FixedNewton(eqx.Module):
         return x, nw.NewtonInfo(jnp.int32(self.iterations), jnp.zeros((), x.dtype), jnp.bool_(True))
 
 
+class WithoutCustomRoot(eqx.Module):
+    """The library's iteration (`newton._newton_loop`) called directly, not via `custom_root`."""
+
+    inner: jaxrigid.Newton
+
+    def solve(self, f, x0):
+        tol = nw.default_tolerance(x0.dtype)
+        n = self.inner
+        x, aux = nw._newton_loop(f, x0, tol, tol, n.max_steps, n.chord, n.peel)
+        return x, nw.NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
+
+
 SOLVERS = {
     "Newton": jaxrigid.Newton(),
     "Newton chord": jaxrigid.Newton(chord=True),
+    "Newton chord without custom_root": WithoutCustomRoot(jaxrigid.Newton(chord=True)),
+    "Newton chord, max_steps = peel = 2 (no loop trip)": jaxrigid.Newton(
+        chord=True, max_steps=2, peel=2
+    ),
     "fixed 2 full": FixedNewton(2),
     "fixed 2 chord": FixedNewton(2, chord=True),
     "fixed 1 full (not a converged solve)": FixedNewton(1),
@@ -102,6 +121,12 @@ def main():
     for solver in list(SOLVERS)[2:]:
         runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
         runs[f"IMIDM, {solver}, coefficients exact"] = runner.lower(*xs).compile()
+    # the branch check of `solve_on_branch` removed (IMIDM looks it up in its module)
+    with_branch_check = lie_group.solve_on_branch
+    lie_group.solve_on_branch = lambda newton, residual, guess, start: newton.solve(residual, guess)
+    runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS["Newton chord"]), dt, args.steps)
+    runs["IMIDM, Newton chord without the branch check"] = runner.lower(*xs).compile()
+    lie_group.solve_on_branch = with_branch_check
     runs["IMID, Newton"] = et.jaxrigid_runner(jaxrigid.IMID(), dt, args.steps).lower(*xs).compile()
 
     for f in runs.values():
