@@ -8,7 +8,7 @@ on 10⁴ members (`ensemble_throughput.py`'s problem and runners) for
   (`constant`: wrong numbers, a lower bound on their cost): swapped in for
   `jaxrigid.lie.so3._rodrigues_coefficients`;
 * the library's `Newton` (full and chord), the chord one without `custom_root`, without
-  `solve_on_branch`'s check, and with the loop never entered (`max_steps = peel = 2`), against
+  `solve_on_branch`'s check, and loop-free (`max_steps = peel = 2`: no `while_loop`), against
   `FixedNewton`, a bare fixed-count iteration with no stopping rule, no loop, no
   `custom_root` (2 full or chord iterations, or 1 full iteration, which is *not* a converged
   solve: a lower bound);
@@ -91,7 +91,7 @@ SOLVERS = {
     "Newton": jaxrigid.Newton(),
     "Newton chord": jaxrigid.Newton(chord=True),
     "Newton chord without custom_root": WithoutCustomRoot(jaxrigid.Newton(chord=True)),
-    "Newton chord, max_steps = peel = 2 (no loop trip)": jaxrigid.Newton(
+    "Newton chord, max_steps = peel = 2 (no loop emitted)": jaxrigid.Newton(
         chord=True, max_steps=2, peel=2
     ),
     "fixed 2 full": FixedNewton(2),

@@ -57,7 +57,11 @@ class Newton(eqx.Module):
     the same). Default 0: peeling two iterations doubled the compile time (IMIDM 2.0 s →
     3.9 s, BBTRAPWD 3.6 s → 7.4 s) and did not change the throughput of an IMIDM ensemble
     (10⁴ members: 6.30e6, 6.39e6, 6.27e6 body-steps/s for peel 0, 1, 2, interleaved repeats;
-    chord 7.74e6, 8.25e6, 7.74e6).
+    chord 7.74e6, 8.25e6, 7.74e6). With `peel ≥ max_steps` no loop is emitted at all: a fixed,
+    masked iteration of at most `max_steps` updates (a solve that needs more is reported as
+    not converged, as always), which XLA fuses with the step around it — e.g. the chord
+    iteration with `max_steps = peel = 2` ran IMIDM 1.16× faster than with the loop
+    (`python bench/imidm_cost_breakdown.py`).
     """
 
     rtol: float | None = eqx.field(default=None, static=True)
@@ -143,5 +147,8 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
     carry = (jnp.int32(0), x0, jnp.asarray(jnp.inf, dtype), jnp.bool_(False), jnp.bool_(False))
     for _ in range(min(peel, max_steps)):
         carry = masked_body(carry)
-    k, x, res, _, converged = lax.while_loop(cond, body, carry)
+    if peel >= max_steps:  # every iteration unrolled: no loop (a fusion barrier) is emitted
+        k, x, res, _, converged = carry
+    else:
+        k, x, res, _, converged = lax.while_loop(cond, body, carry)
     return x, jnp.stack([k.astype(dtype), res, converged.astype(dtype)])

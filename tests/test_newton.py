@@ -220,6 +220,23 @@ def test_too_few_steps_is_not_converged():
     assert np.all(np.isfinite(np.asarray(x)))
 
 
+@pytest.mark.parametrize("chord", [False, True])
+def test_fully_peeled_iteration_equals_the_loop(chord):
+    """`peel ≥ max_steps` emits no loop: the same iterates and info as the looped solve, for a
+    solve that converges within the steps (12: chord needs 11 from this guess, Newton 5) and
+    for one that runs out of them (2)."""
+    guess = jnp.asarray([1.6, 1.5])
+    for max_steps in (12, 2):
+        looped = _solver(max_steps=max_steps, chord=chord)(guess)
+        peeled = _solver(max_steps=max_steps, peel=max_steps, chord=chord)(guess)
+        # the same arithmetic in another program: a few eps of an O(1) root
+        np.testing.assert_allclose(np.asarray(peeled[0]), np.asarray(looped[0]), atol=8 * EPS)
+        assert int(peeled[1].iterations) == int(looped[1].iterations)
+        assert bool(peeled[1].converged) == bool(looped[1].converged) == (max_steps == 12)
+    jaxpr = jax.make_jaxpr(lambda g: Newton(max_steps=2, peel=2).solve(circle_line, g))(guess)
+    assert "while" not in str(jaxpr)
+
+
 def test_residual_without_root_is_not_converged():
     # x² + 1: every Newton update has |Δx| = (x² + 1)/(2|x|) ≥ 1, so it can never stop.
     x, iterations, converged, res = _scalar_solve(lambda x: x**2 + 1.0, 0.5, 50)
