@@ -95,9 +95,10 @@ def parse_args(argv=None):
     p.add_argument("--tsit5-atol", type=float, default=1e-8)
     p.add_argument(
         "--methods",
-        default="IMIDM,IMIDM_chord,IMID,diffrax_RK4,diffrax_Tsit5,diffrax_RK4_batched",
-        help="methods of the throughput runs (default all six; IMIDM_chord is IMIDM with "
-        "the library's chord Newton, Newton(chord=True))",
+        default="IMIDM,IMIDM_chord,IMIDM_chord2,IMID,diffrax_RK4,diffrax_Tsit5,diffrax_RK4_batched",
+        help="methods of the throughput runs (default all seven; IMIDM_chord is IMIDM with "
+        "the library's chord Newton, Newton(chord=True); IMIDM_chord2 with the loop-free "
+        "two-update chord Newton, Newton(chord=True, max_steps=2, peel=2))",
     )
     p.add_argument("--skip-long", action="store_true", help="skip target (b), the long run")
     p.add_argument(
@@ -130,7 +131,8 @@ def parse_args(argv=None):
     if a.long_steps % 1000:
         p.error("--long-steps must be a multiple of 1000")
     a.methods = [m.strip() for m in a.methods.split(",") if m.strip()]
-    known = {"IMIDM", "IMIDM_chord", "IMID", "diffrax_RK4", "diffrax_Tsit5", "diffrax_RK4_batched"}
+    known = {"IMIDM", "IMIDM_chord", "IMIDM_chord2", "IMID"}
+    known |= {"diffrax_RK4", "diffrax_Tsit5", "diffrax_RK4_batched"}
     if set(a.methods) - known:
         p.error(f"unknown methods {sorted(set(a.methods) - known)}; known: {sorted(known)}")
     return a
@@ -261,6 +263,7 @@ def diffrax_solve(method, R, Pi, t1, dt0, saveat, max_steps, controller=None):
 JAXRIGID_METHODS = {
     "IMIDM": lambda: jaxrigid.IMIDM(),
     "IMIDM_chord": lambda: jaxrigid.IMIDM(newton=jaxrigid.Newton(chord=True)),
+    "IMIDM_chord2": lambda: jaxrigid.IMIDM(newton=jaxrigid.Newton(chord=True, max_steps=2, peel=2)),
     "IMID": lambda: jaxrigid.IMID(),
 }
 
@@ -806,10 +809,9 @@ def targets(thr, acc, long):
             "required": 5.0,
             "pass": bool(ratio >= 5.0),
         }
-        if "IMIDM_chord" in row["methods"]:
-            out["a"]["ratio_IMIDM_chord"] = row["methods"]["IMIDM_chord"][
-                "ratio_body_steps_vs_diffrax_RK4"
-            ]
+        for name in ("IMIDM_chord", "IMIDM_chord2"):
+            if name in row["methods"]:
+                out["a"][f"ratio_{name}"] = row["methods"][name]["ratio_body_steps_vs_diffrax_RK4"]
         if "diffrax_RK4_batched" in row["methods"]:
             out["a"]["ratio_vs_diffrax_RK4_batched_state"] = (
                 row["methods"]["IMIDM"]["body_steps_per_s"]
