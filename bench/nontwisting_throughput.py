@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import sys
 import time
 
 
@@ -83,13 +83,12 @@ def main(argv=None):
         rows.append(row)
         print(json.dumps(row), flush=True)
     os.makedirs(args.out, exist_ok=True)
+    from _common import machine
+
     meta = {
-        "backend": jax.default_backend(),
-        "device": str(jax.devices()[0]),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "jax": jax.__version__,
-        "note": "shared 2-core machine, loaded by other jobs: timings are upper bounds",
+        "command": "python bench/nontwisting_throughput.py " + " ".join(argv or sys.argv[1:]),
+        "machine": machine(),
+        "load_average_at_end": os.getloadavg(),
     }
     with open(os.path.join(args.out, "nontwisting_throughput.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)

@@ -39,7 +39,7 @@ Case 3 (−614.0317, −250.8508)). The paper's "Q_II ≈ 4" for Cases 2–3 can
 loads at this h; with `load_scale = 0.02` (|w|h ≈ 0.05–0.1) Q_II = 3.997 / 3.999, and at the
 printed loads Q_II reaches 4 once h resolves the rotation: within 0.05 of 4 at t = 1..5 for
 h = 0.005/64 in Case 2 (3.9986 … 3.9852) and h = 0.005/32 in Case 3 (3.9986 … 3.9954); Case 2
-gives Q_II(5) = 3.04, 3.79, 3.985, 3.9988 at h = 0.005/16, /32, /64, /128. Likely the
+gives Q_II(5) = 1.35, 3.79, 3.985, 3.9988 at h = 0.005/16, /32, /64, /128. Likely the
 printed load amplitudes (or their units) are not those of the paper's runs; nothing is
 rescaled here.
 """
