@@ -21,9 +21,9 @@ from .models import RigidBody as RigidBody
 from .models import RigidBodyState as RigidBodyState
 from .newton import Newton as Newton
 from .newton import NewtonInfo as NewtonInfo
-from .simulate import AbstractObserver as AbstractObserver
-from .simulate import NewtonConvergenceError as NewtonConvergenceError
-from .simulate import Solution as Solution
-from .simulate import simulate as simulate
+from .simulation import AbstractObserver as AbstractObserver
+from .simulation import NewtonConvergenceError as NewtonConvergenceError
+from .simulation import Solution as Solution
+from .simulation import simulate as simulate
 
 __version__ = "0.1.0"

@@ -59,7 +59,7 @@ def q2_along(integrator, model, state0, dt, times, *, model_axes=None, t0=0.0) -
     Returns `(*ensemble, len(times))`."""
     from math import gcd
 
-    from .simulate import simulate
+    from .simulation import simulate
 
     steps = [round((float(t) - t0) / dt) for t in np.atleast_1d(times)]
     for t, n in zip(np.atleast_1d(times), steps):

@@ -1,4 +1,4 @@
-"""Observers measured inside `simulate`'s scan (see `jaxrigid.simulate.AbstractObserver`).
+"""Observers measured inside `simulate`'s scan (see `jaxrigid.simulation.AbstractObserver`).
 
 `PoincareSection` counts and records the crossings of a canonical trajectory through the
 half-plane `q₂ = 0, q₁ > 0, q̇₂ > 0` (Hairer, Lubich & Wanner, GNI p. 322; Chaurasia 2012 §2.4,
@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .models.hamiltonian import CanonicalState
-from .simulate import AbstractObserver
+from .simulation import AbstractObserver
 
 
 class PoincarePoints(NamedTuple):

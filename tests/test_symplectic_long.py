@@ -25,7 +25,7 @@ import pytest
 import jaxrigid as jr
 from jaxrigid.cases.hamiltonian import CASES
 from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
-from jaxrigid.simulate import AbstractObserver
+from jaxrigid.simulation import AbstractObserver
 
 N_WINDOWS = 20
 KEPLER = next(c for c in CASES if c.name == "kepler")

@@ -180,7 +180,7 @@ def _simulate_chunk(
 ):
     import jax
 
-    from ..simulate import simulate
+    from ..simulation import simulate
 
     try:
         sol = simulate(
