@@ -7,13 +7,15 @@ on 10⁴ members (`ensemble_throughput.py`'s problem and runners) for
   (`no-reduction`, θ ≤ π only), as 5-term series (`5-term`, small angles only) and as constants
   (`constant`: wrong numbers, a lower bound on their cost): swapped in for
   `jaxrigid.lie.so3._rodrigues_coefficients`;
-* the library's `Newton` (full and chord), the chord one without `custom_root`, without
+* the library's `Newton` (full and chord; also with 1 or 2 iterations peeled out of its loop),
+  the chord one without `custom_root`, without
   `solve_on_branch`'s check, and loop-free (`max_steps = peel = 2`: no `while_loop`), against
   `FixedNewton`, a bare fixed-count iteration with no stopping rule, no loop, no
   `custom_root` (2 full or chord iterations, or 1 full iteration, which is *not* a converged
   solve: a lower bound);
 
-and diffrax's fixed-step RK4 as the yardstick. Writes `results/imidm_cost_breakdown_<device>.json`
+and diffrax's fixed-step RK4 as the yardstick; the seconds to lower and compile each run are
+recorded too. Writes `results/imidm_cost_breakdown_<device>.json`
 and prints body-steps/s and the ratio to RK4. Not library code.
 
     python bench/imidm_cost_breakdown.py [--members 10000] [--steps 300] [--repeats 5]
@@ -94,6 +96,10 @@ SOLVERS = {
     "Newton chord, max_steps = peel = 2 (no loop emitted)": jaxrigid.Newton(
         chord=True, max_steps=2, peel=2
     ),
+    "Newton, peel = 1": jaxrigid.Newton(peel=1),
+    "Newton, peel = 2": jaxrigid.Newton(peel=2),
+    "Newton chord, peel = 1": jaxrigid.Newton(chord=True, peel=1),
+    "Newton chord, peel = 2": jaxrigid.Newton(chord=True, peel=2),
     "fixed 2 full": FixedNewton(2),
     "fixed 2 chord": FixedNewton(2, chord=True),
     "fixed 1 full (not a converged solve)": FixedNewton(1),
@@ -111,23 +117,35 @@ def main():
     ens = et.ensemble(args.members)
     xs = (ens.R, ens.Pi)
 
-    runs = {"diffrax RK4": et.diffrax_runner("RK4", dt, args.steps).lower(*xs).compile()}
+    compile_seconds = {}
+
+    def compiled(name, jitted):
+        t = time.perf_counter()
+        out = jitted.lower(*xs).compile()
+        compile_seconds[name] = time.perf_counter() - t
+        return out
+
+    runs = {"diffrax RK4": compiled("diffrax RK4", et.diffrax_runner("RK4", dt, args.steps))}
     for name, coefficients in COEFFICIENTS.items():
         so3._rodrigues_coefficients = coefficients  # traced now, so compiled in
         for solver in ("Newton", "Newton chord"):
             runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
-            runs[f"IMIDM, {solver}, coefficients {name}"] = runner.lower(*xs).compile()
+            key = f"IMIDM, {solver}, coefficients {name}"
+            runs[key] = compiled(key, runner)
     so3._rodrigues_coefficients = EXACT
     for solver in list(SOLVERS)[2:]:
         runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
-        runs[f"IMIDM, {solver}, coefficients exact"] = runner.lower(*xs).compile()
+        key = f"IMIDM, {solver}, coefficients exact"
+        runs[key] = compiled(key, runner)
     # the branch check of `solve_on_branch` removed (IMIDM looks it up in its module)
     with_branch_check = lie_group.solve_on_branch
     lie_group.solve_on_branch = lambda newton, residual, guess, start: newton.solve(residual, guess)
     runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS["Newton chord"]), dt, args.steps)
-    runs["IMIDM, Newton chord without the branch check"] = runner.lower(*xs).compile()
+    key = "IMIDM, Newton chord without the branch check"
+    runs[key] = compiled(key, runner)
     lie_group.solve_on_branch = with_branch_check
-    runs["IMID, Newton"] = et.jaxrigid_runner(jaxrigid.IMID(), dt, args.steps).lower(*xs).compile()
+    imid = et.jaxrigid_runner(jaxrigid.IMID(), dt, args.steps)
+    runs["IMID, Newton"] = compiled("IMID, Newton", imid)
 
     for f in runs.values():
         jax.block_until_ready(f(*xs))
@@ -143,11 +161,15 @@ def main():
             "seconds": s,
             "body_steps_per_s": body_steps / s,
             "ratio_vs_diffrax_RK4": best["diffrax RK4"] / s,
+            "compile_seconds": compile_seconds[name],
         }
         for name, s in best.items()
     }
     for name, r in rows.items():
-        print(f"{name:60s} {r['body_steps_per_s']:9.3g}  x{r['ratio_vs_diffrax_RK4']:.2f}")
+        print(
+            f"{name:60s} {r['body_steps_per_s']:9.3g}  x{r['ratio_vs_diffrax_RK4']:.2f}"
+            f"  compile {r['compile_seconds']:.1f} s"
+        )
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"imidm_cost_breakdown_{et.device_tag()}.json"

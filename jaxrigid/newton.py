@@ -54,14 +54,14 @@ class Newton(eqx.Module):
     (simplified Newton: cheaper per iteration, linear convergence at rate O(Δt) for the
     implicit steps of this library). The first `peel` iterations run outside the
     `while_loop` (each a no-op once the stopping rule holds: the iterates and the info are
-    the same). Default 0: peeling two iterations doubled the compile time (IMIDM 2.0 s →
-    3.9 s, BBTRAPWD 3.6 s → 7.4 s) and did not change the throughput of an IMIDM ensemble
-    (10⁴ members: 6.30e6, 6.39e6, 6.27e6 body-steps/s for peel 0, 1, 2, interleaved repeats;
-    chord 7.74e6, 8.25e6, 7.74e6). With `peel ≥ max_steps` no loop is emitted at all: a fixed,
-    masked iteration of at most `max_steps` updates (a solve that needs more is reported as
-    not converged, as always), which XLA fuses with the step around it — e.g. the chord
-    iteration with `max_steps = peel = 2` ran IMIDM 1.16× faster than with the loop
-    (`python bench/imidm_cost_breakdown.py`).
+    the same). Default 0: peeling moved the throughput of an IMIDM ensemble by at most 7 % and
+    made it slower to compile (10⁴ members, `python bench/imidm_cost_breakdown.py`: peel
+    0 / 1 / 2 gave 6.38e6 / 6.42e6 / 6.13e6 body-steps/s, chord 7.57e6 / 8.12e6 / 7.73e6,
+    compiling in 2.2 / 3.3 / 4.5 s). With `peel ≥ max_steps` no loop is emitted at all: a
+    fixed, masked iteration of at most `max_steps` updates (a solve that needs more is
+    reported as not converged, as always), which XLA fuses with the step around it — the
+    chord iteration with `max_steps = peel = 2` ran IMIDM 1.17× faster than with the loop
+    (8.83e6 against 7.57e6, same command).
     """
 
     rtol: float | None = eqx.field(default=None, static=True)
