@@ -6,7 +6,10 @@ on 10⁴ members (`ensemble_throughput.py`'s problem and runners) for
 * the Rodrigues coefficients as they are (`exact`, every angle), without the 2π reduction
   (`no-reduction`, θ ≤ π only), as 5-term series (`5-term`, small angles only) and as constants
   (`constant`: wrong numbers, a lower bound on their cost): swapped in for
-  `jaxrigid.lie.so3._rodrigues_coefficients`;
+  `jaxrigid.lie.so3._rodrigues_coefficients` (with `jax.clear_caches()` after each swap: without
+  it the jitted driver reuses its first trace and every variant times the same program — the
+  error behind an earlier "the coefficients do not matter");
+* the library's own cut series, `IMIDM(max_angle=0.5 or 0.1)`;
 * the library's `Newton` (full and chord; also with 1 or 2 iterations peeled out of its loop),
   the chord one without `custom_root`, without
   `solve_on_branch`'s check, and loop-free (`max_steps = peel = 2`: no `while_loop`), against
@@ -44,18 +47,18 @@ from jaxrigid.lie import so3  # noqa: E402
 EXACT = so3._rodrigues_coefficients
 
 
-def no_reduction(x):
+def no_reduction(x, max_angle=None):
     y = 0.25 * x
     s = so3._poly(y, so3._SIN_SERIES)
     a = s * (1.0 - y * so3._poly(y, so3._VERSIN_SERIES))
     return a, 0.5 * s * s, so3._poly(x, so3._C_SERIES)
 
 
-def five_terms(x):
+def five_terms(x, max_angle=None):
     return tuple(so3._poly(x, c[:5]) for c in (so3._SIN_SERIES, so3._VERSIN_SERIES, so3._C_SERIES))
 
 
-def constant(x):
+def constant(x, max_angle=None):
     return jnp.ones_like(x), jnp.full_like(x, 0.5), jnp.full_like(x, 1 / 6)
 
 
@@ -89,6 +92,7 @@ class WithoutCustomRoot(eqx.Module):
         return x, nw.NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
 
 
+FAST = "Newton chord, max_steps = peel = 2 (no loop emitted)"
 SOLVERS = {
     "Newton": jaxrigid.Newton(),
     "Newton chord": jaxrigid.Newton(chord=True),
@@ -128,22 +132,31 @@ def main():
     runs = {"diffrax RK4": compiled("diffrax RK4", et.diffrax_runner("RK4", dt, args.steps))}
     for name, coefficients in COEFFICIENTS.items():
         so3._rodrigues_coefficients = coefficients  # traced now, so compiled in
-        for solver in ("Newton", "Newton chord"):
+        jax.clear_caches()  # else `simulate`'s jitted runner reuses the trace of the last swap
+        for solver in ("Newton", "Newton chord", FAST):
             runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
             key = f"IMIDM, {solver}, coefficients {name}"
             runs[key] = compiled(key, runner)
     so3._rodrigues_coefficients = EXACT
-    for solver in list(SOLVERS)[2:]:
+    jax.clear_caches()
+    for max_angle in (0.5, 0.1):  # the library's own cut series (`max_angle`)
+        for solver in ("Newton", FAST):
+            integrator = jaxrigid.IMIDM(newton=SOLVERS[solver], max_angle=max_angle)
+            key = f"IMIDM, {solver}, max_angle = {max_angle}"
+            runs[key] = compiled(key, et.jaxrigid_runner(integrator, dt, args.steps))
+    for solver in [s for s in SOLVERS if s not in ("Newton", "Newton chord", FAST)]:
         runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
         key = f"IMIDM, {solver}, coefficients exact"
         runs[key] = compiled(key, runner)
     # the branch check of `solve_on_branch` removed (IMIDM looks it up in its module)
     with_branch_check = lie_group.solve_on_branch
     lie_group.solve_on_branch = lambda newton, residual, guess, start: newton.solve(residual, guess)
+    jax.clear_caches()
     runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS["Newton chord"]), dt, args.steps)
     key = "IMIDM, Newton chord without the branch check"
     runs[key] = compiled(key, runner)
     lie_group.solve_on_branch = with_branch_check
+    jax.clear_caches()
     imid = et.jaxrigid_runner(jaxrigid.IMID(), dt, args.steps)
     runs["IMID, Newton"] = compiled("IMID, Newton", imid)
 

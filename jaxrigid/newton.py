@@ -54,14 +54,16 @@ class Newton(eqx.Module):
     (simplified Newton: cheaper per iteration, linear convergence at rate O(Δt) for the
     implicit steps of this library). The first `peel` iterations run outside the
     `while_loop` (each a no-op once the stopping rule holds: the iterates and the info are
-    the same). Default 0: peeling moved the throughput of an IMIDM ensemble by at most 7 % and
-    made it slower to compile (10⁴ members, `python bench/imidm_cost_breakdown.py`: peel
-    0 / 1 / 2 gave 6.38e6 / 6.42e6 / 6.13e6 body-steps/s, chord 7.57e6 / 8.12e6 / 7.73e6,
-    compiling in 2.2 / 3.3 / 4.5 s). With `peel ≥ max_steps` no loop is emitted at all: a
-    fixed, masked iteration of at most `max_steps` updates (a solve that needs more is
-    reported as not converged, as always), which XLA fuses with the step around it — the
-    chord iteration with `max_steps = peel = 2` ran IMIDM 1.17× faster than with the loop
-    (8.83e6 against 7.57e6, same command).
+    the same). Default 0: peeling barely moves the throughput of an IMIDM ensemble and
+    makes it slower to compile (`python bench/imidm_cost_breakdown.py`).
+
+    With `peel ≥ max_steps` no loop is emitted at all: exactly `max_steps` updates, not
+    masked (an update after the stopping rule holds moves `x` by round-off), reported
+    converged when the last one met the tolerance and every value stayed finite, and
+    `iterations = max_steps`. A solve that needs more updates is reported as not converged,
+    as always. XLA fuses this with the step around it: the two-update chord solve
+    `Newton(chord=True, max_steps=2, peel=2)` is the fast setting for large ensembles
+    (measured by the same command).
     """
 
     rtol: float | None = eqx.field(default=None, static=True)
@@ -115,11 +117,11 @@ def _value_and_jacobian(f, x):
 
 def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
     dtype = x0.dtype
-    J0 = _value_and_jacobian(f, x0)[1] if chord else None
+    r0, J0 = _value_and_jacobian(f, x0) if chord else (None, None)
 
-    def update(x):
+    def update(x, r=None):
         if chord:
-            r = f(x)
+            r = f(x) if r is None else r
             J = J0
         else:
             r, J = _value_and_jacobian(f, x)
@@ -130,9 +132,9 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
         k, _, _, done, _ = carry
         return (k < max_steps) & ~done
 
-    def body(carry):
+    def body(carry, r=None):
         k, x, _, _, _ = carry
-        r, dx = update(x)
+        r, dx = update(x, r)
         x_new = x + dx
         res = max_abs(r)
         finite = jnp.isfinite(max_abs(x_new)) & jnp.isfinite(res)
@@ -145,10 +147,12 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
         return jax.tree.map(lambda new, old: jnp.where(go, new, old), body(carry), carry)
 
     carry = (jnp.int32(0), x0, jnp.asarray(jnp.inf, dtype), jnp.bool_(False), jnp.bool_(False))
-    for _ in range(min(peel, max_steps)):
-        carry = masked_body(carry)
-    if peel >= max_steps:  # every iteration unrolled: no loop (a fusion barrier) is emitted
+    if peel >= max_steps:  # no loop (a fusion barrier) and no masks: max_steps plain updates
+        for i in range(max_steps):
+            carry = body(carry, r0 if i == 0 else None)  # chord: f(x0) came with J0
         k, x, res, _, converged = carry
-    else:
-        k, x, res, _, converged = lax.while_loop(cond, body, carry)
+        return x, jnp.stack([k.astype(dtype), res, converged.astype(dtype)])
+    for _ in range(peel):
+        carry = masked_body(carry)
+    k, x, res, _, converged = lax.while_loop(cond, body, carry)
     return x, jnp.stack([k.astype(dtype), res, converged.astype(dtype)])

@@ -245,6 +245,83 @@ def test_rotate_exp_and_dexpinv_apply(kind, dtype):
 
 
 # ---------------------------------------------------------------------------------------------
+# max_angle: Rodrigues series cut for a promised bound on the angle
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_angle", [np.pi, 1.0, 0.1, 0.01])
+def test_cut_series_equal_the_full_ones_up_to_their_angle(max_angle):
+    """For θ ≤ max_angle the cut series give the coefficients of every angle to round-off: the
+    first term left out is below eps/8 of each coefficient's smallest value, and both
+    evaluations round a few times in Horner's rule (all terms below 1): 4 eps absolute, the
+    coefficients being at most 1 (absolute: a = sin θ/θ vanishes at π). Checked on a grid up to
+    and including the bound, where truncation is largest."""
+    eps = _eps(np.float64)
+    x = jnp.asarray((np.linspace(0.0, 1.0, 2001) * max_angle) ** 2)
+    full = _jit(so3._rodrigues_coefficients)(x)
+    cut = _jit(functools.partial(so3._rodrigues_coefficients, max_angle=max_angle))(x)
+    for f, c in zip(full, cut):
+        np.testing.assert_allclose(_np64(c), _np64(f), rtol=0, atol=4 * eps)
+
+
+def test_cut_series_are_wrong_beyond_their_angle():
+    """The bound matters: the series cut for 0.1 rad are off by far more than round-off
+    (1e-12, thousands of eps) at 1 rad, so the integrators must report a step that breaks
+    the promise."""
+    x = jnp.asarray([1.0])
+    full = so3._rodrigues_coefficients(x)
+    cut = so3._rodrigues_coefficients(x, max_angle=0.1)
+    assert max(abs(float(f[0] - c[0])) for f, c in zip(full, cut)) > 1e-12
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 3.2, float("nan"), "0.1", jnp.asarray(0.1)])
+def test_max_angle_must_be_a_number_in_0_pi(bad):
+    with pytest.raises(ValueError, match="max_angle"):
+        so3.rotate_exp(jnp.zeros(3), jnp.ones(3), max_angle=bad)
+
+
+def test_maps_with_max_angle_equal_the_maps_without():
+    """exp, expm1, compose_exp, rotate_exp, dexp and their forward derivatives, for rotation
+    vectors within the bound (|w| ≤ 0.5): the same coefficients to 4 eps, so O(1) results
+    agree to a few eps (10 eps: a handful of roundings more)."""
+    eps, m = _eps(np.float64), 0.5
+    rng = np.random.default_rng(11)
+    w = jnp.asarray(_unit(rng, _N) * rng.uniform(0.0, m, (_N, 1)))
+    v = jnp.asarray(rng.standard_normal((_N, 3)))
+    R = _v(so3.exp)(jnp.asarray(rng.standard_normal((_N, 3))))
+    pairs = [
+        (so3.exp, (w,)),
+        (so3.expm1, (w,)),
+        (so3.dexp, (w,)),
+        (so3.rotate_exp, (w, v)),
+        (so3.compose_exp, (R, w)),
+    ]
+    for fn, args in pairs:
+        cut = functools.partial(fn, max_angle=m)
+        for f in (fn, jax.jacfwd(fn, argnums=len(args) - 1)):
+            g = jax.jacfwd(cut, argnums=len(args) - 1) if f is not fn else cut
+            got, ref = _np64(_v(g)(*args)), _np64(_v(f)(*args))
+            np.testing.assert_allclose(got, ref, rtol=0, atol=10 * eps, err_msg=fn.__name__)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rotate_exp_derivatives_in_each_argument_alone(dtype):
+    """`rotate_exp`'s JVP drops the term of an argument whose tangent is a symbolic zero:
+    differentiating in `v` alone gives exp(w), in `w` alone the derivative of `exp(w) @ v`
+    through `exp`'s own JVP (an independent path). O(1) entries, a few eps each: 40 eps as
+    for the values above."""
+    eps = _eps(dtype)
+    rng = np.random.default_rng(12)
+    w = _as(SAMPLES["gaussian"], dtype)
+    v = _as(rng.standard_normal((_N, 3)), dtype)
+    d_v = _np64(_v(jax.jacfwd(so3.rotate_exp, argnums=1))(w, v))
+    np.testing.assert_allclose(d_v, _np64(_v(so3.exp)(w)), rtol=0, atol=40 * eps)
+    d_w = _np64(_v(jax.jacfwd(so3.rotate_exp, argnums=0))(w, v))
+    ref = _np64(_v(jax.jacfwd(lambda w, v: so3.exp(w) @ v))(w, v))
+    np.testing.assert_allclose(d_w, ref, rtol=0, atol=40 * eps)
+
+
+# ---------------------------------------------------------------------------------------------
 # dexp, dexpinv, gradients
 # ---------------------------------------------------------------------------------------------
 

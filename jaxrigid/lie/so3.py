@@ -12,10 +12,12 @@ fusible (see `jaxrigid._linalg`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 
 from .._linalg import cross, dot, matmul
 
@@ -72,29 +74,31 @@ def _coefficient(x, closed_form, series):
 _SIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(11))
 _VERSIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 2) for k in range(11))
 _C_SERIES = tuple((-1) ** k / math.factorial(2 * k + 3) for k in range(13))
+_FULL_LENGTHS = (len(_SIN_SERIES), len(_VERSIN_SERIES), len(_C_SERIES))
 
 
-def _rodrigues_coefficients(x):
+def _rodrigues_coefficients(x, max_angle=None):
     """a = sin θ/θ, b = (1 − cos θ)/θ², c = (θ − sin θ)/θ³ for θ² = x, branch-free.
 
     For θ ≤ π only multiply-adds: the half-angle series `s = sin φ/φ`, `v = (1 − cos φ)/φ²` at
     φ = θ/2 give `a = s (1 − φ²v)` (sin θ = 2 sin φ cos φ) and `b = s²/2` (1 − cos θ = 2 sin²φ),
     c its own series. No sine, cosine, square root or division, and no `where` between a series
-    and a closed form: under `vmap` both sides of a `where` are computed for every member, and
-    float64 sin/cos cost more than the whole series (`python bench/component_layout.py`).
+    and a closed form: under `vmap` both sides of a `where` are computed for every member.
     Past π the angle is reduced, θ' = θ − 2πn with n = round(θ/2π): a = a(θ')θ'/θ,
     b = b(θ')θ'²/θ², c = (θ − θ'a(θ'))/θ³ (no cancellation there). The reduction's square root
     only sees x > π² (double-where), so derivatives stay finite at θ = 0.
+
+    With `max_angle` (≤ π) the caller promises θ ≤ max_angle: no reduction, and each series is
+    cut to the fewest terms exact to round-off up to that angle (`_series_lengths`). The
+    reduction and the full series cost an IMIDM ensemble step about a quarter of its time
+    (`python bench/imidm_cost_breakdown.py`); callers check the promise (`angle_within`).
     """
+    if max_angle is not None:
+        return _series_coefficients(x, _series_lengths(max_angle))
     big = x > math.pi**2
     theta = jnp.sqrt(jnp.where(big, x, 4.0 * math.pi**2))
     reduced = theta - (2.0 * math.pi) * jnp.round(theta / (2.0 * math.pi))
-    x = jnp.where(big, reduced * reduced, x)
-    y = 0.25 * x
-    s = _poly(y, _SIN_SERIES)
-    a = s * (1.0 - y * _poly(y, _VERSIN_SERIES))
-    b = 0.5 * s * s
-    c = _poly(x, _C_SERIES)
+    a, b, c = _series_coefficients(jnp.where(big, reduced * reduced, x), _FULL_LENGTHS)
     ratio = reduced / theta
     return (
         jnp.where(big, a * ratio, a),
@@ -103,50 +107,113 @@ def _rodrigues_coefficients(x):
     )
 
 
+def _series_coefficients(x, lengths):
+    """(a, b, c) of `_rodrigues_coefficients` from the series cut to `lengths`, for θ ≤ π."""
+    n_sin, n_versin, n_c = lengths
+    y = 0.25 * x
+    s = _poly(y, _SIN_SERIES[:n_sin])
+    return (
+        s * (1.0 - y * _poly(y, _VERSIN_SERIES[:n_versin])),
+        0.5 * s * s,
+        _poly(x, _C_SERIES[:n_c]),
+    )
+
+
+@functools.cache
+def _series_lengths(max_angle):
+    """Terms of (`_SIN_SERIES`, `_VERSIN_SERIES`, `_C_SERIES`) needed for θ ≤ `max_angle`: the
+    first term left out, bounding the error of these alternating series, is below float64's
+    eps/8 relative to the series' smallest value for θ ≤ π (sin φ/φ ≥ 2/π, (1 − cos φ)/φ² ≥
+    0.4, c ≥ 1/π²). At π this gives 11, 10, 13 (the full series are 11, 11, 13 terms), at
+    0.5 rad 6, 6, 7, at 0.1 rad 5, 4, 5."""
+    x_max = float(max_angle) ** 2
+    tol = float(jnp.finfo(jnp.float64).eps) / 8
+
+    def length(first_factorial, z, floor):  # term k is ±z^k/(2k + first_factorial)!
+        return next(
+            k for k in range(1, 20) if z**k / math.factorial(2 * k + first_factorial) <= tol * floor
+        )
+
+    return (
+        length(1, x_max / 4, 2 / math.pi),
+        length(2, x_max / 4, 0.4),
+        length(3, x_max, 1 / math.pi**2),
+    )
+
+
+def check_max_angle(max_angle):
+    """`max_angle` as given, if it is None or a number in (0, π]; else a `ValueError`."""
+    if max_angle is None:
+        return None
+    if not (isinstance(max_angle, (int, float)) and 0.0 < max_angle <= math.pi):
+        raise ValueError(
+            f"max_angle must be None (any angle) or a number in (0, π], got {max_angle!r}"
+        )
+    return float(max_angle)
+
+
+def angle_within(w, max_angle):
+    """True where the rotation vector `w (..., 3)` turns by at most `max_angle` (None: always).
+    False for NaN, so a promise that cannot be checked counts as broken."""
+    if max_angle is None:
+        return jnp.ones(w.shape[:-1], dtype=bool)
+    return _sq_norm(w) <= max_angle**2
+
+
 def _sq_norm(w):
     return dot(w, w)
 
 
-@jax.custom_jvp
-def exp(w):
+def exp(w, max_angle=None):
     """Rodrigues' formula `exp(hat(w)) = 1 + a ŵ + b ŵ²`. `(..., 3) -> (..., 3, 3)`.
 
     Its derivative is the closed form `d exp(w)[δ] = hat(dexp(w) δ) exp(w)` (eq. 9), so
     Jacobians by `jax.jacfwd` cost a few cross products instead of differentiating the
-    trigonometric coefficients.
+    trigonometric coefficients. `max_angle` (here and in `expm1`, `compose_exp`, `rotate_exp`,
+    `dexp`): a promise that |w| ≤ max_angle ≤ π, which shortens the coefficients' series
+    (`_rodrigues_coefficients`); the caller checks it with `angle_within`.
     """
-    a, b, _ = _rodrigues_coefficients(_sq_norm(w))
+    return _exp(w, check_max_angle(max_angle))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _exp(w, max_angle):
+    a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
     W = hat(w)
     return _eye_like(W) + a[..., None, None] * W + b[..., None, None] * matmul(W, W)
 
 
-@exp.defjvp
-def _exp_jvp(primals, tangents):
+@_exp.defjvp
+def _exp_jvp(max_angle, primals, tangents):
     (w,), (dw,) = primals, tangents
-    a, b, c = _rodrigues_coefficients(_sq_norm(w))
+    a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
     W = hat(w)
     E = _eye_like(W) + a[..., None, None] * W + b[..., None, None] * matmul(W, W)
     return E, matmul(hat(_dexp_apply(w, dw, b, c)), E)
 
 
-@jax.custom_jvp
-def expm1(w):
+def expm1(w, max_angle=None):
     """`exp(w) − 1 = a ŵ + b ŵ²`, accurate when small (no rounding of `1 + …`)."""
-    a, b, _ = _rodrigues_coefficients(_sq_norm(w))
+    return _expm1(w, check_max_angle(max_angle))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _expm1(w, max_angle):
+    a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
     W = hat(w)
     return a[..., None, None] * W + b[..., None, None] * matmul(W, W)
 
 
-@expm1.defjvp
-def _expm1_jvp(primals, tangents):
+@_expm1.defjvp
+def _expm1_jvp(max_angle, primals, tangents):
     (w,), (dw,) = primals, tangents
-    a, b, c = _rodrigues_coefficients(_sq_norm(w))
+    a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
     W = hat(w)
     A = a[..., None, None] * W + b[..., None, None] * matmul(W, W)
     return A, matmul(hat(_dexp_apply(w, dw, b, c)), _eye_like(W) + A)
 
 
-def compose_exp(R, w):
+def compose_exp(R, w, max_angle=None):
     """`R exp(w)` as `R + R (exp(w) − 1)`.
 
     Time stepping multiplies by increments close to the identity; forming `1 + A` first would
@@ -154,7 +221,7 @@ def compose_exp(R, w):
     accumulates linearly in the orthogonality of `R`. Adding `R A` to `R` rounds differently
     at every step, so the error only random-walks.
     """
-    return R + matmul(R, expm1(w))
+    return R + matmul(R, expm1(w, max_angle))
 
 
 def _dexp_apply(w, v, b, c):
@@ -167,29 +234,39 @@ def _rotate(w, v, a, b):
     return v + a[..., None] * wv + b[..., None] * cross(w, wv)
 
 
-@jax.custom_jvp
-def rotate_exp(w, v):
+def rotate_exp(w, v, max_angle=None):
     """`exp(w) @ v` without forming the matrix: v + a w×v + b w×(w×v). `(..., 3)`."""
-    a, b, _ = _rodrigues_coefficients(_sq_norm(w))
+    return _rotate_exp(w, v, check_max_angle(max_angle))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _rotate_exp(w, v, max_angle):
+    a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
     return _rotate(w, v, a, b)
 
 
-@rotate_exp.defjvp
-def _rotate_exp_jvp(primals, tangents):
-    # d[exp(w) v] = (dexp(w) dw) × (exp(w) v) + exp(w) dv
+@functools.partial(_rotate_exp.defjvp, symbolic_zeros=True)
+def _rotate_exp_jvp(max_angle, primals, tangents):
+    # d[exp(w) v] = (dexp(w) dw) × (exp(w) v) + exp(w) dv; a term whose tangent is a symbolic
+    # zero (e.g. `v` a constant of a Newton residual) is left out, not computed from zeros
     (w, v), (dw, dv) = primals, tangents
-    a, b, c = _rodrigues_coefficients(_sq_norm(w))
+    a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
     out = _rotate(w, v, a, b)
-    return out, cross(_dexp_apply(w, dw, b, c), out) + _rotate(w, dv, a, b)
+    terms = []
+    if not isinstance(dw, SymbolicZero):
+        terms.append(cross(_dexp_apply(w, dw, b, c), out))
+    if not isinstance(dv, SymbolicZero):
+        terms.append(_rotate(w, dv, a, b))
+    return out, functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(out)
 
 
-def dexp(w):
+def dexp(w, max_angle=None):
     """Krysl eq. (9): `dexp_w = 1 + (1−cos θ)/θ² ŵ + (1 − sin θ/θ)/θ² ŵ²`.
 
     Right-trivialised differential of `exp`: `d exp(w)[δ] = hat(dexp(w) @ δ) @ exp(w)`, and
     `exp(w)ᵀ d exp(w)[δ] = hat(dexp(-w) @ δ)`.
     """
-    _, b, c = _rodrigues_coefficients(_sq_norm(w))
+    _, b, c = _rodrigues_coefficients(_sq_norm(w), check_max_angle(max_angle))
     W = hat(w)
     eye = _eye_like(W)
     return eye + b[..., None, None] * W + c[..., None, None] * matmul(W, W)
