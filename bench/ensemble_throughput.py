@@ -139,7 +139,7 @@ def parse_args(argv=None):
     if a.long_steps % 1000:
         p.error("--long-steps must be a multiple of 1000")
     a.methods = [m.strip() for m in a.methods.split(",") if m.strip()]
-    known = set(JAXRIGID_METHODS)
+    known = {"IMIDM", "IMIDM_chord", "IMIDM_chord2", "IMIDM_fast", "IMID"}
     known |= {"diffrax_RK4", "diffrax_Tsit5", "diffrax_RK4_batched"}
     if set(a.methods) - known:
         p.error(f"unknown methods {sorted(set(a.methods) - known)}; known: {sorted(known)}")
@@ -960,8 +960,9 @@ def print_tables(thr, acc, long, tg):
     a, b = tg["a"], tg["b"]
     if a.get("pass") is not None:
         print(
-            f"Target (a): IMIDM / diffrax RK4 body-steps/s on 10^4 members = {a['ratio']:.2f} "
-            f"(need >= 5): {'PASS' if a['pass'] else 'FAIL'}"
+            "Target (a): IMIDM / diffrax RK4 body-steps/s on 10^4 members = "
+            f"{a.get('ratio_IMIDM_fast', float('nan')):.2f} with IMIDM_fast, {a['ratio']:.2f} "
+            f"with the default settings (need >= 5): {'PASS' if a['pass'] else 'FAIL'}"
         )
     else:
         print(f"Target (a): not measured ({a.get('note')})")
