@@ -66,8 +66,7 @@ def inv3(A):
     c0, c1, c2 = A[..., :, 0], A[..., :, 1], A[..., :, 2]
     adj = jnp.stack([cross(c1, c2), cross(c2, c0), cross(c0, c1)], axis=-2)
     det = dot(c0, adj[..., 0, :])
-    # one division and nine products, not nine divisions: a division costs an ensemble
-    # step several products' time (`python bench/imidm_cost_breakdown.py`)
+    # one division and nine products, not nine divisions (a division costs several products)
     return adj * (1.0 / det)[..., None, None]
 
 

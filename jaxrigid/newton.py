@@ -150,9 +150,9 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
     if peel >= max_steps:  # no loop (a fusion barrier) and no masks: max_steps plain updates
         for i in range(max_steps):
             carry = body(carry, r0 if i == 0 else None)  # chord: f(x0) came with J0
-        k, x, res, _, converged = carry
-        return x, jnp.stack([k.astype(dtype), res, converged.astype(dtype)])
-    for _ in range(peel):
-        carry = masked_body(carry)
-    k, x, res, _, converged = lax.while_loop(cond, body, carry)
+    else:
+        for _ in range(peel):
+            carry = masked_body(carry)
+        carry = lax.while_loop(cond, body, carry)
+    k, x, res, _, converged = carry
     return x, jnp.stack([k.astype(dtype), res, converged.astype(dtype)])

@@ -61,7 +61,7 @@ def _promise_kept(info, max_angle, *psis):
 _MAX_ANGLE_DOC = """
     `max_angle` (None, or ≤ π rad): a promise that no rotation of a step turns by more than
     this, which cuts the Rodrigues series to the terms exact to round-off up to that angle and
-    drops the reduction of larger angles (about a quarter of an ensemble step's time); a step
+    drops the reduction of larger angles (about a third of an ensemble step's time); a step
     that breaks it is reported as failed (`StepInfo.converged`), never silently accepted."""
 
 
@@ -266,8 +266,8 @@ class IMIDM(AbstractImplicitIntegrator):
             T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
             # Π_n = exp(−Ψ̃)Π_{n−1} + Δt exp(−Ψ̃/2) T_{n−1/2}
             Pi1 = so3.rotate_exp(-half_psi, so3.rotate_exp(-half_psi, Pi, m) + dt * T, m)
-        else:  # the same, T = 0: one rotation, whose coefficients R_n = R_{n−1} exp(Ψ̃) shares
-            Pi1 = so3.rotate_exp(-psi, Pi, m)
+        else:  # T = 0: exp(−Ψ̃/2) exp(−Ψ̃/2) = exp(−Ψ̃), one rotation with the coefficients
+            Pi1 = so3.rotate_exp(-psi, Pi, m)  # of R_n = R_{n−1} exp(Ψ̃) below
         return RigidBodyState(_rot(R, psi, m), Pi1), _promise_kept(info, m, psi)
 
 
