@@ -1,9 +1,12 @@
 """jaxrigid: structure-preserving integrators for rigid-body dynamics in JAX."""
 
+from . import compensated as compensated
 from . import diagnostics as diagnostics
 from . import integrators as integrators
 from . import lie as lie
 from . import models as models
+from .compensated import Compensated as Compensated
+from .compensated import compensate as compensate
 from .integrators import AKW as AKW
 from .integrators import BBTRAP as BBTRAP
 from .integrators import BBTRAPWD as BBTRAPWD

@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 
 from ._checks import is_concrete, require
+from .compensated import Compensated, value_of
 from .lie import so3
 from .models.rigid_body import RigidBody
 
@@ -36,10 +37,12 @@ class NewtonSummary(NamedTuple):
 
 
 class Solution(NamedTuple):
-    """`ts (n_save,)`; `states` with leaves `(*ensemble, n_save, *event)`; `final_state`;
-    `newton`, the summary over the whole run (`(*ensemble,)` leaves) and `newton_per_save`
-    (`(*ensemble, n_save − 1)` leaves, one per saved interval); `observations`, the observer's
-    final carry (`(*ensemble, ...)` leaves; `None` without an observer)."""
+    """`ts (n_save,)`; `states` with leaves `(*ensemble, n_save, *event)`; `final_state`
+    (for a `Compensated` run, `states` are the rounded values and `final_state` the
+    `Compensated` pair to continue from); `newton`, the summary over the whole run
+    (`(*ensemble,)` leaves) and `newton_per_save` (`(*ensemble, n_save − 1)` leaves, one per
+    saved interval); `observations`, the observer's final carry (`(*ensemble, ...)` leaves;
+    `None` without an observer)."""
 
     ts: jax.Array
     states: Any
@@ -98,7 +101,7 @@ def _combine(per_save: NewtonSummary) -> NewtonSummary:
 def _run_one(integrator, observer, model, state0, obs0, t0, dt, n_save, save_every):
     dtype = jax.tree_util.tree_leaves(state0)[0].dtype
     if observer is not None and obs0 is None:
-        obs0 = observer.init(model, state0, t0.astype(dtype))
+        obs0 = observer.init(model, value_of(state0), t0.astype(dtype))
 
     def segment(carry, _):
         state, k0, obs = carry
@@ -109,16 +112,18 @@ def _run_one(integrator, observer, model, state0, obs0, t0, dt, n_save, save_eve
             h = jnp.asarray(dt, dtype)
             s1, info = integrator.step(model, s, t, h)
             if observer is not None:
-                obs = observer.update(model, obs, s, s1, t, h)
+                obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
             return (s1, k + 1, _accumulate(acc, info, k), obs), None
 
         init = (state, k0, _no_failures(dtype), obs)
         (state, k1, summary, obs), _ = lax.scan(one, init, None, length=save_every)
-        return (state, k1, obs), (state, summary)
+        return (state, k1, obs), (value_of(state), summary)
 
     init = (state0, jnp.int32(0), obs0)
     (final, _, obs), (saved, per_save) = lax.scan(segment, init, None, length=n_save)
-    states = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), state0, saved)
+    states = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a[None], b]), value_of(state0), saved
+    )
     return states, final, per_save, obs
 
 
@@ -151,7 +156,9 @@ def simulate(
     `NewtonConvergenceError` naming the step and member of the first failed solve. For large
     ensembles prefer `throw=False` and inspect `solution.newton`); `observer` (an
     `AbstractObserver` updated every step inside the scan) and `observations0` (its carry to
-    continue from, e.g. the previous chunk's `solution.observations`).
+    continue from, e.g. the previous chunk's `solution.observations`). A
+    `compensated.Compensated` `state0` runs with compensated summation (methods with
+    `compensated_summation`).
 
     **Raises:** `ValueError`/`TypeError` for bad shapes and values (non-finite or zero `dt`,
     non-SPD inertia, non-orthonormal attitude, NaN in the state).
@@ -165,6 +172,9 @@ def simulate(
     n_save = n_steps // save_every
 
     ndims = _event_ndims(model)
+    if isinstance(state0, Compensated):
+        _check_compensated(integrator, state0)
+        ndims = Compensated(ndims, ndims)
     leaves, treedef = jax.tree_util.tree_flatten(state0)
     event = jax.tree_util.tree_leaves(ndims)
     leaves = [jnp.asarray(x) for x in leaves]
@@ -292,7 +302,29 @@ def _raise_on_failure(solution: Solution, t0, dt):
         )
 
 
+def _check_compensated(integrator, state0):
+    if not getattr(integrator, "compensated_summation", False):
+        raise TypeError(
+            f"{getattr(integrator, 'name', type(integrator).__name__)} does not advance a "
+            "Compensated state (integrator.compensated_summation is False); pass the plain "
+            "state, or use a method that does (e.g. IMIDM)"
+        )
+    value, error = state0
+    v_struct, e_struct = (jax.tree_util.tree_structure(x) for x in (value, error))
+    shapes = lambda x: [jnp.shape(a) for a in jax.tree_util.tree_leaves(x)]  # noqa: E731
+    if v_struct != e_struct or shapes(value) != shapes(error):
+        raise ValueError(
+            "Compensated(value, error) needs value and error of the same structure and shapes; "
+            f"got {v_struct} {shapes(value)} and {e_struct} {shapes(error)}"
+        )
+    if is_concrete(error) and not all(
+        np.isfinite(np.asarray(a)).all() for a in jax.tree_util.tree_leaves(error)
+    ):
+        raise ValueError("Compensated state's error contains NaN or inf")
+
+
 def _check_inputs(model, state0, dt, batch_shape):
+    state0 = value_of(state0)
     if is_concrete(dt):
         dt_val = np.asarray(dt)
         if dt_val.ndim or not np.isfinite(dt_val) or dt_val == 0:

@@ -50,6 +50,7 @@ class AbstractIntegrator(eqx.Module):
     preserves: ClassVar[frozenset[str]] = frozenset()
     reference: ClassVar[str] = ""
     torque_free_only: ClassVar[bool] = False  # e.g. DMV: the free rigid body only
+    compensated_summation: ClassVar[bool] = False  # advances a `compensated.Compensated` state
 
     @abc.abstractmethod
     def step(self, model, state, t, dt):

@@ -35,6 +35,10 @@ class Composition(AbstractIntegrator):
     def implicit(self) -> bool:  # type: ignore[override]
         return any(i.implicit for i in self.integrators)
 
+    @property
+    def compensated_summation(self) -> bool:  # type: ignore[override]
+        return all(i.compensated_summation for i in self.integrators)
+
     def step(self, model, state, t, dt):
         infos = []
         for integrator, gamma in zip(self.integrators, self.fractions):

@@ -21,7 +21,8 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._linalg import cross
+from .._linalg import cross, matmul
+from ..compensated import advance, value_of
 from ..lie import so3
 from ..models.rigid_body import RigidBodyState
 from ..newton import Newton
@@ -47,6 +48,13 @@ def _rhs(model, t, R, Pi):
 
 def _rot(R, psi, max_angle=None):
     return so3.compose_exp(R, psi, max_angle)
+
+
+def _rotation(psi, max_angle=None):
+    """The linear part of the increment of `R → R exp(Ψ)`, `Π → exp(−Ψ)Π` (no rounding of
+    `1 + …`), for `compensated.advance`; both use the same Rodrigues coefficients."""
+    E1 = so3.expm1(psi, max_angle)
+    return lambda s: RigidBodyState(matmul(s.R, E1), so3.rotate_expm1(-psi, s.Pi, max_angle))
 
 
 def _promise_kept(info, max_angle, *psis):
@@ -119,11 +127,15 @@ class ForwardEulerMomentum(AbstractIntegrator):
     preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (18)"
 
+    compensated_summation: ClassVar[bool] = True
+
     def step(self, model, state, t, dt):
-        R, Pi = state
+        R, Pi = value_of(state)
         psi = dt * _omega(model, Pi)
-        Pi1 = so3.rotate_exp(-psi, Pi + dt * _torque(model, t, R, Pi))
-        return RigidBodyState(_rot(R, psi), Pi1), explicit_info(Pi.dtype)
+        forcing = None  # exp(−Ψ)(Π₀ + hT₀) = Π₀ + (exp(−Ψ) − 1)Π₀ + h exp(−Ψ)T₀
+        if model.has_torque:
+            forcing = RigidBodyState(None, dt * so3.rotate_exp(-psi, _torque(model, t, R, Pi)))
+        return advance(state, _rotation(psi), forcing), explicit_info(Pi.dtype)
 
 
 class BackwardEulerMomentum(AbstractImplicitIntegrator):
@@ -250,8 +262,10 @@ class IMIDM(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
 
+    compensated_summation: ClassVar[bool] = True
+
     def step(self, model, state, t, dt):
-        R, Pi = state
+        R, Pi = value_of(state)
         h, m = 0.5 * dt, self.max_angle
 
         def residual(Pi_bar):
@@ -262,13 +276,12 @@ class IMIDM(AbstractImplicitIntegrator):
         Pi_bar, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
         half_psi = h * _omega(model, Pi_bar)
         psi = 2.0 * half_psi
+        # R_n = R_{n−1} exp(Ψ̃), Π_n = exp(−Ψ̃)Π_{n−1} + Δt exp(−Ψ̃/2) T_{n−1/2}, as increments
+        forcing = None
         if model.has_torque:
             T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
-            # Π_n = exp(−Ψ̃)Π_{n−1} + Δt exp(−Ψ̃/2) T_{n−1/2}
-            Pi1 = so3.rotate_exp(-half_psi, so3.rotate_exp(-half_psi, Pi, m) + dt * T, m)
-        else:  # T = 0: exp(−Ψ̃/2) exp(−Ψ̃/2) = exp(−Ψ̃), one rotation with the coefficients
-            Pi1 = so3.rotate_exp(-psi, Pi, m)  # of R_n = R_{n−1} exp(Ψ̃) below
-        return RigidBodyState(_rot(R, psi, m), Pi1), _promise_kept(info, m, psi)
+            forcing = RigidBodyState(None, dt * so3.rotate_exp(-half_psi, T, m))
+        return advance(state, _rotation(psi, m), forcing), _promise_kept(info, m, psi)
 
 
 # ----------------------------------------------------------------------------------------

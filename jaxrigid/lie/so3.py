@@ -231,34 +231,46 @@ def _dexp_apply(w, v, b, c):
     return v + b[..., None] * wv + c[..., None] * cross(w, wv)
 
 
-def _rotate(w, v, a, b):
+def _rotate_minus_v(w, v, a, b):
+    """`exp(w) v − v = a w×v + b w×(w×v)`."""
     wv = cross(w, v)
-    return v + a[..., None] * wv + b[..., None] * cross(w, wv)
+    return a[..., None] * wv + b[..., None] * cross(w, wv)
 
 
 def rotate_exp(w, v, max_angle=None):
     """`exp(w) @ v` without forming the matrix: v + a w×v + b w×(w×v). `(..., 3)`."""
-    return _rotate_exp(w, v, check_max_angle(max_angle))
+    return _rotate_exp(w, v, check_max_angle(max_angle), False)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
-def _rotate_exp(w, v, max_angle):
+def rotate_expm1(w, v, max_angle=None):
+    """`exp(w) @ v − v = a w×v + b w×(w×v)`, accurate when small (no rounding of `v + …`):
+    the increment of `v` that a compensated sum (`jaxrigid.compensated`) adds. `(..., 3)`."""
+    return _rotate_exp(w, v, check_max_angle(max_angle), True)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _rotate_exp(w, v, max_angle, minus_v):
     a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    return _rotate(w, v, a, b)
+    increment = _rotate_minus_v(w, v, a, b)
+    return increment if minus_v else v + increment
 
 
 @functools.partial(_rotate_exp.defjvp, symbolic_zeros=True)
-def _rotate_exp_jvp(max_angle, primals, tangents):
-    # d[exp(w) v] = (dexp(w) dw) × (exp(w) v) + exp(w) dv; a term whose tangent is a symbolic
-    # zero (e.g. `v` a constant of a Newton residual) is left out, not computed from zeros
+def _rotate_exp_jvp(max_angle, minus_v, primals, tangents):
+    # d[exp(w) v] = (dexp(w) dw) × (exp(w) v) + exp(w) dv (less dv for `exp(w) v − v`); a term
+    # whose tangent is a symbolic zero (e.g. `v` a constant of a Newton residual) is left out,
+    # not computed from zeros
     (w, v), (dw, dv) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    out = _rotate(w, v, a, b)
+    increment = _rotate_minus_v(w, v, a, b)
+    rotated = v + increment
     terms = []
     if not isinstance(dw, SymbolicZero):
-        terms.append(cross(_dexp_apply(w, dw, b, c), out))
+        terms.append(cross(_dexp_apply(w, dw, b, c), rotated))
     if not isinstance(dv, SymbolicZero):
-        terms.append(_rotate(w, dv, a, b))
+        dv_increment = _rotate_minus_v(w, dv, a, b)
+        terms.append(dv_increment if minus_v else dv + dv_increment)
+    out = increment if minus_v else rotated
     return out, functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(out)
 
 
