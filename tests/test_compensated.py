@@ -102,11 +102,12 @@ def test_compensation_removes_the_random_walk_of_the_rounded_sums(name):
     # 16 torque-free members, 10⁴ steps of Δt = 0.1 in float32 (where the walk is large and
     # cheap to see). The plain sums round by eps·|x| per step; compensated, what is left is the
     # rounding of the increments, |Ψ| ≈ 0.094 times smaller. Measured ratios of the RMS over
-    # members of the max spatial-momentum drift: IMIDM 0.09–0.11, fEM 0.04, over 4 seeds; the
-    # bound 0.25 leaves room for the statistics of 16 walks and fails if the rounding error is
-    # dropped (ratio ≈ 1). Orthogonality improves less: the computed exp(Ψ) is itself
-    # orthogonal only to eps·|Ψ|², a per-step defect that compensation cannot remove (IMIDM
-    # 0.22–0.31, fEM 0.7–0.95), so only IMIDM's is bounded (by 0.5).
+    # members of the max spatial-momentum drift (`python bench/compensated_drift.py`, this
+    # setting, seeds 0–3): IMIDM 0.09–0.11, fEM 0.04. The bound 0.25 leaves room for the
+    # statistics of 16 walks and fails if the rounding error is dropped (ratio ≈ 1).
+    # Orthogonality improves less: the computed exp(Ψ) is itself orthogonal only to
+    # eps·|Ψ|², a per-step defect that compensation cannot remove (IMIDM 0.22–0.31, fEM
+    # 0.71–0.94), so only IMIDM's is bounded (by 0.5).
     model, s0 = problem("krysl-torque-free")
     case = jr.cases.get_case("krysl-torque-free")
     ens = case.perturb(s0, np.random.default_rng(0), 0.1, 16)
