@@ -15,12 +15,8 @@ from .dmv_coupled import DMVCoupledSpatial as DMVCoupledSpatial
 from .energy_momentum import ENERGY_MOMENTUM_METHODS
 from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
 from .hamiltonian_methods import HAMILTONIAN_METHODS
-from .lie_group import AKW as AKW
-from .lie_group import BBTRAP as BBTRAP
-from .lie_group import BBTRAPWD as BBTRAPWD
 from .lie_group import IMID as IMID
 from .lie_group import IMIDM as IMIDM
-from .lie_group import SWC1 as SWC1
 from .lie_group import TRAP as TRAP
 from .lie_group import TRAPM as TRAPM
 from .lie_group import BackwardEuler as BackwardEuler
@@ -30,6 +26,10 @@ from .lie_group import ForwardEulerMomentum as ForwardEulerMomentum
 from .munthe_kaas import MKRK as MKRK
 from .rattle import RATTLE as RATTLE
 from .rattle import RATTLE_METHODS
+from .reference_methods import AKW as AKW
+from .reference_methods import BBTRAP as BBTRAP
+from .reference_methods import BBTRAPWD as BBTRAPWD
+from .reference_methods import SWC1 as SWC1
 from .tableau import ButcherTableau as ButcherTableau
 
 # The rigid-body methods by canonical name (the CLI's --method; lookup is case-insensitive).

@@ -1,10 +1,11 @@
-"""Krysl's Lie-group rotation integrators and the reference methods he compares them with.
+"""Krysl's Lie-group rotation integrators: the Euler steps (11), (12), (18), (19) and TRAP,
+IMID, TRAPM, IMIDM (§3.3–3.6); the reference methods of §4 are in `reference_methods`.
 
 P. Krysl, "Dynamically equivalent implicit algorithms for the integration of rigid body
 rotations", Commun. Numer. Meth. Engng (2007). Equation numbers below are the paper's.
 
 All act on `RigidBodyState(R, Pi)` of a `RigidBody`. Each implicit step is a 3×3 Newton solve
-(6×6 for BBTRAPWD) started from an explicit second-order Lie predictor (`_predict`), so the
+started from an explicit second-order Lie predictor (`_predict`), so the
 root Newton lands on is the one continuous in Δt whenever the predictor is within Newton's
 basin of it; `StepInfo` reports every step where the solve did not converge.
 
@@ -282,127 +283,6 @@ class IMIDM(AbstractImplicitIntegrator):
             T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
             forcing = RigidBodyState(None, dt * so3.rotate_exp(-half_psi, T, m))
         return advance(state, _rotation(psi, m), forcing), _promise_kept(info, m, psi)
-
-
-# ----------------------------------------------------------------------------------------
-# Reference methods (§4).
-
-
-class SWC1(AbstractImplicitIntegrator):
-    """Simo–Wong ALGO_C1 (§4): `Ψ = Δt/2 (Ω_n + Ω_{n−1})`, `Π_n = exp(−Ψ)Π_{n−1} +
-    Δt exp(−Ψ/2) T_{n−1/2}`. Second order, symmetric; conserves energy and spatial momentum
-    in torque-free motion. The midpoint torque is taken at `R_{n−1} exp(Ψ/2)`, `(Π_{n−1}+Π_n)/2`.
-    """
-
-    name: ClassVar[str] = "SWC1"
-    order: ClassVar[int] = 2
-    symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
-    reference: ClassVar[str] = "Krysl (2007) §4, algorithm SWC1 (Simo & Wong 1991)"
-    newton: Newton = eqx.field(default_factory=Newton)
-
-    def _psi(self, model, Pi, Pi1, dt):
-        return 0.5 * dt * (_omega(model, Pi1) + _omega(model, Pi))
-
-    def step(self, model, state, t, dt):
-        R, Pi = state
-
-        def residual(Pi1):
-            psi = self._psi(model, Pi, Pi1, dt)
-            T = _torque(model, t + 0.5 * dt, _rot(R, 0.5 * psi), 0.5 * (Pi + Pi1))
-            return Pi1 - so3.rotate_exp(-psi, Pi) - dt * so3.rotate_exp(-0.5 * psi, T)
-
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, self._psi(model, Pi, Pi1, dt)), Pi1), info
-
-
-class AKW(AbstractImplicitIntegrator):
-    """Austin–Krishnaprasad–Wang (§4): `Π_n = Π_{n−1} − Δt Ω̄×Π̄ + Δt/2 (T_{n−1} + T_n)`,
-    `R_n = R_{n−1} cay(Δt Ω̄)`, with `Π̄ = (Π_{n−1} + Π_n)/2` and the Cayley map
-    `cay(A) = (1 − A/2)⁻¹(1 + A/2)`. Second order, symmetric; conserves energy and spatial
-    momentum in torque-free motion."""
-
-    name: ClassVar[str] = "AKW"
-    order: ClassVar[int] = 2
-    symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
-    reference: ClassVar[str] = "Krysl (2007) §4, algorithm AKW (Austin et al. 1993)"
-    newton: Newton = eqx.field(default_factory=Newton)
-
-    def step(self, model, state, t, dt):
-        R, Pi = state
-        T0 = _torque(model, t, R, Pi)
-
-        def R_next(Pi1):
-            return R @ so3.cayley(dt * _omega(model, 0.5 * (Pi + Pi1)))
-
-        def residual(Pi1):
-            Pi_bar = 0.5 * (Pi + Pi1)
-            T1 = _torque(model, t + dt, R_next(Pi1), Pi1)
-            return Pi1 - Pi - dt * cross(Pi_bar, _omega(model, Pi_bar)) - 0.5 * dt * (T0 + T1)
-
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(R_next(Pi1), Pi1), info
-
-
-class BBTRAP(AbstractImplicitIntegrator):
-    """Bottasso–Borri with truncated `dexp⁻¹ ≈ 1` (§4): `Ψ = Δt/2 (Ω_n + Ω_{n−1})`,
-    `Π_n = exp(−Ψ)(Π_{n−1} + Δt/2 T_{n−1}) + Δt/2 T_n`. Second order, symmetric; conserves
-    energy and spatial momentum torque-free (where it coincides with SWC1)."""
-
-    name: ClassVar[str] = "BBTRAP"
-    order: ClassVar[int] = 2
-    symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
-    reference: ClassVar[str] = "Krysl (2007) §4, algorithm BBTRAP (Bottasso & Borri 1998)"
-    newton: Newton = eqx.field(default_factory=Newton)
-
-    def step(self, model, state, t, dt):
-        R, Pi = state
-        A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
-
-        def psi_of(Pi1):
-            return 0.5 * dt * (_omega(model, Pi1) + _omega(model, Pi))
-
-        def residual(Pi1):
-            psi = psi_of(Pi1)
-            T1 = _torque(model, t + dt, _rot(R, psi), Pi1)
-            return Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
-
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, psi_of(Pi1)), Pi1), info
-
-
-class BBTRAPWD(AbstractImplicitIntegrator):
-    """Bottasso–Borri with the full `dexp⁻¹` (§4): the Munthe-Kaas RK method with the
-    trapezoidal tableau. `Ψ = Δt/2 (dexp⁻¹_{−Ψ} Ω_n + Ω_{n−1})`, `Π_n = exp(−Ψ)(Π_{n−1} +
-    Δt/2 T_{n−1}) + Δt/2 T_n`. Second order; conserves spatial momentum torque-free.
-    Unknowns `(Ψ, Π_n)`: a 6×6 Newton system."""
-
-    name: ClassVar[str] = "BBTRAPWD"
-    order: ClassVar[int] = 2
-    preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
-    reference: ClassVar[str] = "Krysl (2007) §4, algorithm BBTRAPWD (Bottasso & Borri 1998)"
-    newton: Newton = eqx.field(default_factory=Newton)
-
-    def step(self, model, state, t, dt):
-        R, Pi = state
-        Omega0 = _omega(model, Pi)
-        A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
-
-        def residual(x):
-            psi, Pi1 = x[:3], x[3:]
-            r_psi = psi - 0.5 * dt * (so3.dexpinv_apply(-psi, _omega(model, Pi1)) + Omega0)
-            T1 = _torque(model, t + dt, _rot(R, psi), Pi1)
-            r_pi = Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
-            return jnp.concatenate([r_psi, r_pi])
-
-        Pi_pred = _predict(model, t, R, Pi, dt)[1]
-        guess = jnp.concatenate([0.5 * dt * (Omega0 + _omega(model, Pi_pred)), Pi_pred])
-        x, info = solve_on_branch(
-            self.newton, residual, guess, jnp.concatenate([jnp.zeros_like(Pi), Pi])
-        )
-        return RigidBodyState(_rot(R, x[:3]), x[3:]), info
 
 
 for _method in (TRAP, IMID, TRAPM, IMIDM):

@@ -172,8 +172,9 @@ def exp(w, max_angle=None):
     Its derivative is the closed form `d exp(w)[δ] = hat(dexp(w) δ) exp(w)` (eq. 9), so
     Jacobians by `jax.jacfwd` cost a few cross products instead of differentiating the
     trigonometric coefficients. `max_angle` (here and in `expm1`, `compose_exp`, `rotate_exp`,
-    `dexp`): a promise that |w| ≤ max_angle ≤ π, which shortens the coefficients' series
-    (`_rodrigues_coefficients`); the caller checks it with `angle_within`.
+    `rotate_expm1`, `dexp`): a promise that |w| ≤ max_angle ≤ π, which shortens the
+    coefficients' series (`_rodrigues_coefficients`); the caller checks it with
+    `angle_within`.
     """
     return _exp(w, check_max_angle(max_angle))
 
