@@ -77,7 +77,7 @@ class FixedNewton(eqx.Module):
         for _ in range(self.iterations):
             r, J = (f(x), J) if self.chord else nw._value_and_jacobian(f, x)
             x = x - _linalg.solve(J, r)
-        return x, nw.NewtonInfo(jnp.int32(self.iterations), jnp.zeros((), x.dtype), jnp.bool_(True))
+        return x, nw.NewtonInfo(jnp.int32(self.iterations), jnp.zeros((), x.dtype), jnp.int32(0))
 
 
 class WithoutCustomRoot(eqx.Module):
@@ -89,7 +89,7 @@ class WithoutCustomRoot(eqx.Module):
         tol = nw.default_tolerance(x0.dtype)
         n = self.inner
         x, aux = nw._newton_loop(f, x0, tol, tol, n.max_steps, n.chord, n.peel)
-        return x, nw.NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
+        return x, nw.NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2].astype(jnp.int32))
 
 
 FAST = "Newton chord, max_steps = peel = 2 (no loop emitted)"

@@ -21,19 +21,26 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import _linalg
+from .results import RESULTS, code
 
 
 class NewtonInfo(NamedTuple):
     """Outcome of one solve.
 
     **Fields:** `iterations` (int32), `residual` (max-norm of `residual(x)` at the last iterate
-    evaluated, one Newton update before the returned `x`), `converged` (bool: the last update
-    met the tolerance and every value stayed finite).
+    evaluated, one Newton update before the returned `x`), `result` (a `RESULTS` code, int32:
+    `successful` when the last update met the tolerance and every value stayed finite, else
+    `max_steps_reached`, `diverged` or `nonfinite`; the integrators add `off_branch` and
+    `step_bound_broken`). `converged` is `result == successful`.
     """
 
     iterations: jax.Array
     residual: jax.Array
-    converged: jax.Array
+    result: jax.Array
+
+    @property
+    def converged(self) -> jax.Array:
+        return self.result == RESULTS.successful
 
 
 def default_tolerance(dtype) -> float:
@@ -49,8 +56,10 @@ def default_tolerance(dtype) -> float:
 class Newton(eqx.Module):
     """Newton (or chord) iteration with a step-size stopping rule scaled to the unknowns.
 
-    Stops when `max|Δx| ≤ atol + rtol·max|x|`, when `max_steps` updates were made, or when a
-    value became non-finite. `chord=True` forms the Jacobian once, at the guess, and reuses it
+    Stops when `max|Δx| ≤ atol + rtol·max|x|` (`successful`), when `max_steps` updates were
+    made (`max_steps_reached`), when a value became non-finite (`nonfinite`), or when an update
+    grew more than twice the previous one (`diverged`: the contraction-rate test of
+    optimistix's chord solvers, from the second update on). `chord=True` forms the Jacobian once, at the guess, and reuses it
     (simplified Newton: cheaper per iteration, linear convergence at rate O(Δt) for the
     implicit steps of this library). The first `peel` iterations run outside the
     `while_loop` (each a no-op once the stopping rule holds: the iterates and the info are
@@ -90,7 +99,7 @@ class Newton(eqx.Module):
         # (integer/bool tangents are rejected): unpacked into NewtonInfo here.
         x, aux = lax.custom_root(residual, guess, iterate, tangent_solve, has_aux=True)
         aux = lax.stop_gradient(aux)
-        return x, NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2] > 0.5)
+        return x, NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2].astype(jnp.int32))
 
 
 def max_abs(v):
@@ -129,24 +138,27 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
         return r, dx
 
     def cond(carry):
-        k, _, _, done, _ = carry
+        k, _, _, _, done, _ = carry
         return (k < max_steps) & ~done
 
     def body(carry, r=None):
-        k, x, _, _, _ = carry
+        k, x, _, size_prev, _, diverged_before = carry
         r, dx = update(x, r)
         x_new = x + dx
-        res = max_abs(r)
+        res, size = max_abs(r), max_abs(dx)
         finite = jnp.isfinite(max_abs(x_new)) & jnp.isfinite(res)
-        small = max_abs(dx) <= atol + rtol * max_abs(x_new)
-        return k + 1, x_new, res, small | ~finite, small & finite
+        small = size <= atol + rtol * max_abs(x_new)
+        diverged = (k >= 1) & (size > 2.0 * size_prev) & ~small
+        done = small | ~finite | diverged
+        return k + 1, x_new, res, size, done, diverged_before | diverged
 
     def masked_body(carry):
         # An iteration outside the loop: a no-op once the loop would have stopped.
         go = cond(carry)
         return jax.tree.map(lambda new, old: jnp.where(go, new, old), body(carry), carry)
 
-    carry = (jnp.int32(0), x0, jnp.asarray(jnp.inf, dtype), jnp.bool_(False), jnp.bool_(False))
+    inf = jnp.asarray(jnp.inf, dtype)
+    carry = (jnp.int32(0), x0, inf, inf, jnp.bool_(False), jnp.bool_(False))
     if peel >= max_steps:  # no loop (a fusion barrier) and no masks: max_steps plain updates
         for i in range(max_steps):
             carry = body(carry, r0 if i == 0 else None)  # chord: f(x0) came with J0
@@ -154,5 +166,16 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
         for _ in range(peel):
             carry = masked_body(carry)
         carry = lax.while_loop(cond, body, carry)
-    k, x, res, _, converged = carry
-    return x, jnp.stack([k.astype(dtype), res, converged.astype(dtype)])
+    k, x, res, size, _, diverged = carry
+    finite = jnp.isfinite(max_abs(x)) & jnp.isfinite(res)
+    small = size <= atol + rtol * max_abs(x)
+    result = jnp.where(
+        ~finite,
+        code(RESULTS.nonfinite),
+        jnp.where(
+            small,
+            code(RESULTS.successful),
+            jnp.where(diverged, code(RESULTS.diverged), code(RESULTS.max_steps_reached)),
+        ),
+    )
+    return x, jnp.stack([k.astype(dtype), res, result.astype(dtype)])

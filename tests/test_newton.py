@@ -16,6 +16,7 @@ from jax import lax
 
 from jaxrigid import _linalg
 from jaxrigid.newton import Newton, default_tolerance
+from jaxrigid.results import RESULTS
 
 EPS = float(np.finfo(np.float64).eps)
 ROOT = np.full(2, np.sqrt(2.0))
@@ -210,12 +211,13 @@ def test_gradient_memory_does_not_grow_with_max_steps():
 def _scalar_solve(residual, guess, max_steps):
     fn = jax.jit(lambda g: Newton(max_steps=max_steps).solve(residual, g))
     x, info = fn(jnp.asarray([guess]))
-    return np.asarray(x), int(info.iterations), bool(info.converged), float(info.residual)
+    return np.asarray(x), int(info.iterations), RESULTS(int(info.result)), float(info.residual)
 
 
-def test_too_few_steps_is_not_converged():
+def test_too_few_steps_is_max_steps_reached():
     x, info = _solver(max_steps=1)(jnp.asarray([30.0, -20.0]))
     assert not bool(info.converged)
+    assert RESULTS(int(info.result)) is RESULTS.max_steps_reached
     assert int(info.iterations) == 1
     assert np.all(np.isfinite(np.asarray(x)))
 
@@ -245,19 +247,29 @@ def test_fully_peeled_iteration_is_a_fixed_count_of_updates(chord):
     assert "while" not in str(jaxpr)
 
 
-def test_residual_without_root_is_not_converged():
-    # x² + 1: every Newton update has |Δx| = (x² + 1)/(2|x|) ≥ 1, so it can never stop.
-    x, iterations, converged, res = _scalar_solve(lambda x: x**2 + 1.0, 0.5, 50)
-    assert not converged
-    assert iterations == 50
+def test_residual_without_root_diverges_and_stops_early():
+    # x² + 1 from 0.5: every update has |Δx| = (x² + 1)/(2|x|) ≥ 1, so it can never stop. The
+    # iterates x ← (x² − 1)/(2x) give |Δx| = 1.25, 1.04, 1.86, 1.10, 1.31, 1.01, 2.97: the
+    # contraction test (|Δx_k| > 2|Δx_{k−1}|) first fires at the 7th update (2.97 > 2·1.01).
+    x, iterations, result, res = _scalar_solve(lambda x: x**2 + 1.0, 0.5, 50)
+    assert result is RESULTS.diverged
+    assert iterations == 7
     assert res >= 1.0  # |x² + 1| ≥ 1 is reported
 
 
-def test_nan_residual_is_not_converged_and_stops_early():
+def test_contracting_but_slow_solve_is_max_steps_reached_not_diverged():
+    # Chord on sin(x) from 1 (J = cos 1 throughout): |Δx| = 1.56, 0.98, 0.76 -- contracting
+    # (never more than doubling) but far from the tolerance after 3 updates. The cause
+    # separates "not enough updates" from "growing updates" (above).
+    fn = jax.jit(lambda g: Newton(max_steps=3, chord=True).solve(lambda x: jnp.sin(x), g))
+    _, info = fn(jnp.asarray([1.0]))
+    assert RESULTS(int(info.result)) is RESULTS.max_steps_reached
+
+
+def test_nan_residual_is_nonfinite_and_stops_early():
     # √x + 1 from x = 1: the first update lands at x = −3, where the residual is NaN.
-    x, iterations, converged, res = _scalar_solve(lambda x: jnp.sqrt(x) + 1.0, 1.0, 50)
-    assert not converged
-    assert iterations < 50
+    x, iterations, result, res = _scalar_solve(lambda x: jnp.sqrt(x) + 1.0, 1.0, 50)
+    assert result is RESULTS.nonfinite
     assert iterations == 2
 
 

@@ -14,22 +14,25 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from .. import results
 from ..newton import Newton, NewtonInfo, max_abs
+from ..results import RESULTS
 
 StepInfo = NewtonInfo
-"""Per-step solver outcome: `iterations`, `residual`, `converged` (explicit steps: 0, 0, True)."""
+"""Per-step outcome: `iterations`, `residual`, `result` (a `RESULTS` code; `converged` is
+`result == successful`). Explicit steps: 0, 0, successful."""
 
 
 def explicit_info(dtype) -> StepInfo:
-    return StepInfo(jnp.int32(0), jnp.zeros((), dtype), jnp.bool_(True))
+    return StepInfo(jnp.int32(0), jnp.zeros((), dtype), results.code(RESULTS.successful))
 
 
 def merge_infos(infos) -> StepInfo:
-    """One info for several solves: iterations summed, worst residual, all converged."""
+    """One info for several solves: iterations summed, worst residual, the first failure."""
     return StepInfo(
         sum(i.iterations for i in infos),
         jnp.max(jnp.stack([i.residual for i in infos])),
-        jnp.all(jnp.stack([i.converged for i in infos])),
+        results.first_failure_of(*[i.result for i in infos]),
     )
 
 
@@ -87,8 +90,8 @@ def solve_on_branch(newton: Newton, residual, guess, start):
     """`newton.solve` from the predictor `guess`, then check that the root is the one continuous
     in Δt: on that branch `x* − guess` is of higher order in Δt than `guess − start` (`start`
     is the root at Δt = 0), so a root farther from the predictor than the predictor is from
-    `start` is a spurious one, and the step is reported as not converged."""
+    `start` is a spurious one, and the step is reported as `off_branch`."""
     x, info = newton.solve(residual, guess)
     tol = 1e3 * jnp.finfo(x.dtype).eps * max_abs(x)
     on_branch = max_abs(x - guess) <= max_abs(guess - start) + tol
-    return x, info._replace(converged=info.converged & on_branch)
+    return x, info._replace(result=results.where(~on_branch, RESULTS.off_branch, info.result))

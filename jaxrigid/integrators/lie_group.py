@@ -22,11 +22,13 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from .. import results
 from .._linalg import cross, matmul
 from ..compensated import advance, value_of
 from ..lie import so3
 from ..models.rigid_body import RigidBodyState
 from ..newton import Newton
+from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, AbstractIntegrator, explicit_info, solve_on_branch
 
 _K, _PI, _RTR = "K", "pi", "RtR_error"
@@ -59,19 +61,19 @@ def _rotation(psi, max_angle=None):
 
 
 def _promise_kept(info, max_angle, *psis):
-    """`info` with `converged` false where a rotation of the step turned by more than
+    """`info` with `step_bound_broken` where a rotation of the step turned by more than
     `max_angle`, the bound its Rodrigues series were cut for (`so3._rodrigues_coefficients`)."""
     if max_angle is None:
         return info
     kept = functools.reduce(jnp.logical_and, [so3.angle_within(p, max_angle) for p in psis])
-    return info._replace(converged=info.converged & kept)
+    return info._replace(result=results.where(~kept, RESULTS.step_bound_broken, info.result))
 
 
 _MAX_ANGLE_DOC = """
     `max_angle` (None, or ≤ π rad): a promise that no rotation of a step turns by more than
     this, which cuts the Rodrigues series to the terms exact to round-off up to that angle and
     drops the reduction of larger angles (about a third of an ensemble step's time); a step
-    that breaks it is reported as failed (`StepInfo.converged`), never silently accepted."""
+    that breaks it is reported as `RESULTS.step_bound_broken`, never silently accepted."""
 
 
 def _predict(model, t, R, Pi, dt):
