@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from jaxrigid import cli, integrators
+from jaxrigid.cases import CASES
+from jaxrigid.cli import run as cli_run
 
 TF = "krysl-torque-free"
 KEYS = {
@@ -173,6 +175,12 @@ def _fake_family(monkeypatch):
         (["run", TF, "--set", "I11=abc"], "number"),
         (["run", TF, "--set", "I11"], "NAME=VALUE"),
         (["run", TF, "--set", "I11=-1"], "positive definite"),
+        (["run", TF, "--t-end", "1", "--dt", "0.3"], "--t-end 1 is not a whole number of "),
+        (["run", TF, "--t-end", "1", "--dt", "0.3"], "; nearest valid: 0.9 or 1.2"),
+        (["run", TF, "--t-end", "0.001", "--dt", "0.01"], "shorter than one step of --dt 0.01"),
+        (["run", TF, "--t-end", "0.001"], "nearest valid: 0.01"),  # the case's dt
+        (["run", "kepler", "--dt", "0.03"], "default --t-end 200 of case kepler is not"),
+        (["run", "kepler", "--dt", "0.03"], "nearest valid: 199.98 or 200.01"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, valid, capsys, tmp_path, monkeypatch):
@@ -245,3 +253,55 @@ def test_dmv_runs_on_krysl_heavy_tops(tmp_path):
     rc, report, _ = _run(["krysl-fast-top", "--method", "DMV-spatial", "--t-end", "0.1"], tmp_path)
     assert rc == 0 and report["method"] == "DMV-spatial"
     assert report["newton"]["all_converged"]
+
+
+@pytest.mark.parametrize(
+    "t_end, dt, n",
+    [
+        ("1", "0.1", 10),
+        ("0.3", "0.1", 3),
+        ("5", "0.005", 1000),
+        ("0.7", "0.7", 1),
+        ("157.08", "0.01", 15708),
+        ("2147.483647", "1e-6", 2**31 - 1),
+    ],
+)
+def test_whole_number_of_steps_is_accepted(t_end, dt, n):
+    """Decimal multiples whose doubles are not exact multiples (0.3 / 0.1 = 2.9999999999999996)
+    are whole numbers of steps up to round-off."""
+    assert cli_run.whole_steps(float(t_end), float(dt)) == n
+
+
+@pytest.mark.parametrize(
+    "t_end, dt, message",
+    [
+        (1, 0.3, "--t-end 1 is not a whole number of steps of --dt 0.3; nearest valid: 0.9 or 1.2"),
+        (0.30000001, 0.1, "nearest valid: 0.3 or 0.4"),
+        (1 + 1e-12, 0.1, "nearest valid: 1 or 1.1"),  # a misfit far above round-off
+        (0.001, 0.01, "--t-end 0.001 is shorter than one step of --dt 0.01; nearest valid: 0.01"),
+        (0.0099, 0.01, "shorter than one step"),
+    ],
+)
+def test_partial_step_is_refused(t_end, dt, message):
+    with pytest.raises(cli.UsageError) as err:
+        cli_run.whole_steps(t_end, dt)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_case_runs_its_defaults(name):
+    """Each case's own (t_end, dt) gives a run; a default t_end that is not whole in its dt
+    (the harmonic oscillator's 50π) runs the nearest whole number of steps, and the t_end
+    reported is one that `--t-end` accepts for the same run."""
+    case = CASES[name]
+    dt, t_end, n = cli_run.step_plan(case, None, None)
+    assert dt == case.default_dt and n >= 1
+    assert abs(n * dt - case.default_t_end) <= dt / 2
+    assert t_end == pytest.approx(n * dt, rel=1e-14, abs=0)
+    assert cli_run.step_plan(case, t_end, dt) == (dt, t_end, n)
+    assert cli_run.step_plan(case, t_end, None) == (dt, t_end, n)
+
+
+def test_decimal_t_end_runs_to_it(tmp_path):
+    rc, report, _ = _run([TF, "--t-end", "0.3", "--dt", "0.1"], tmp_path)
+    assert rc == 0 and report["n_steps"] == 3 and report["t_end"] == 0.3

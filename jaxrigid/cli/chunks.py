@@ -59,7 +59,7 @@ def plan_chunks(n_steps: int, max_saves: int | None = None) -> list[tuple[int, i
     return chunks
 
 
-class _Progress:
+class Progress:
     """A one-line progress bar on stderr (only when stderr is a terminal). The estimate of
     the time left uses the chunks after the first, which includes the compilation."""
 
@@ -92,7 +92,7 @@ class _Progress:
             sys.stderr.flush()
 
 
-class _CompileClock:
+class CompileClock:
     """Wall time JAX spends tracing, lowering and compiling while active (union of spans)."""
 
     def __enter__(self):

@@ -13,5 +13,5 @@ class RunError(Exception):
     """A run that could not be completed (not bad input): one line on stderr, exit status 1."""
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
     print(f"jaxrigid: warning: {message}", file=sys.stderr)

@@ -11,7 +11,7 @@ from typing import Any
 from .errors import UsageError
 
 
-def _find_case(name: str):
+def find_case(name: str):
     from ..cases import CASES
 
     for key, case in CASES.items():
@@ -20,7 +20,7 @@ def _find_case(name: str):
     raise UsageError(f"unknown case {name!r}; valid cases: {', '.join(CASES)}")
 
 
-def _find_method(name: str, case) -> tuple[str, Any]:
+def find_method(name: str, case) -> tuple[str, Any]:
     """Canonical name and a fresh integrator of `name` for `case`'s family."""
     from ..integrators import METHODS_BY_FAMILY
 
@@ -48,7 +48,7 @@ def _find_method(name: str, case) -> tuple[str, Any]:
     raise UsageError(f"unknown method {name!r} for case {case.name}; valid methods: {valid}")
 
 
-def _parse_sets(items: list[str], case) -> dict[str, float]:
+def parse_sets(items: list[str], case) -> dict[str, float]:
     """`NAME=VALUE` overrides, names matched case-insensitively to the case's parameters."""
     names = {k.lower(): k for k in case.parameters}
     valid = ", ".join(case.parameters)
@@ -73,8 +73,11 @@ def _parse_sets(items: list[str], case) -> dict[str, float]:
     return overrides
 
 
-def _positive(value: float | None, default: float, flag: str) -> float:
+def positive(value: float | None, default: float, flag: str) -> float:
     value = default if value is None else value
     if not (math.isfinite(value) and value > 0):
         raise UsageError(f"{flag} must be a positive finite number, got {value}")
     return float(value)
+
+
+_find_case = find_case  # the name `_main` imports (`_main.py` is not this change's file)

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import UsageError, _warn
+from .errors import UsageError, warn
 
 if TYPE_CHECKING:
     from .run import RunSpec, Trajectory
 
 
-def _invariants(model, ts, states) -> dict[str, np.ndarray]:
+def evaluate_invariants(model, ts, states) -> dict[str, np.ndarray]:
     """`{name: (*ensemble, n_save)}` along the saved trajectory."""
     import jax
     import jax.numpy as jnp
@@ -41,7 +41,7 @@ def _jsonable(x):
     return x
 
 
-def _report(spec: RunSpec, traj: Trajectory, invariants, observables) -> dict:
+def report(spec: RunSpec, traj: Trajectory, invariants, observables) -> dict:
     summary = {
         name: {
             "initial": v[..., 0],
@@ -134,7 +134,7 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
     return True
 
 
-def _writable(out: Path) -> None:
+def make_out_dir(out: Path) -> None:
     """Create the output directory before the run (a bad `--out` is bad input)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -142,7 +142,7 @@ def _writable(out: Path) -> None:
         raise UsageError(f"--out {str(out)!r} is not a usable directory: {err}") from None
 
 
-def _write_outputs(spec: RunSpec, traj: Trajectory, invariants) -> list[Path]:
+def write_outputs(spec: RunSpec, traj: Trajectory, invariants) -> list[Path]:
     spec.out.mkdir(parents=True, exist_ok=True)
     name = spec.case.name
     paths = [spec.out / f"{name}.npz", spec.out / f"{name}_invariants.csv"]
@@ -152,23 +152,23 @@ def _write_outputs(spec: RunSpec, traj: Trajectory, invariants) -> list[Path]:
     if _write_png(png, spec, traj, invariants):
         paths.append(png)
     else:
-        _warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
+        warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
     return paths
 
 
-def _warn_failures(spec: RunSpec, traj: Trajectory) -> None:
+def warn_failures(spec: RunSpec, traj: Trajectory) -> None:
     if not traj.all_converged:
         step = traj.first_failure
-        _warn(
+        warn(
             f"Newton did not converge in some steps (first at step {step}, "
             f"t = {step * spec.dt:g}; max residual {traj.max_residual:.3g}); "
             "try a smaller --dt"
         )
     if traj.nonfinite:
-        _warn("the state became non-finite (NaN/inf) in the run; try a smaller --dt")
+        warn("the state became non-finite (NaN/inf) in the run; try a smaller --dt")
 
 
-def _print_summary(report: dict, paths: list[Path]) -> None:
+def print_summary(report: dict, paths: list[Path]) -> None:
     ens = f", ensemble of {report['ensemble']}" if report["ensemble"] is not None else ""
     print(
         f"{report['case']}: {report['method']}, dt = {report['dt']:g}, "
