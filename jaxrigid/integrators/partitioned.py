@@ -10,6 +10,11 @@ stages are always solved together, for the `2sn` increments `(Q_i − q₀, P_i 
 explicit stages make the residual linear in the unknowns that matter and Newton stops after
 two iterations. The model supplies `grad_q(q, p)` and `grad_p(q, p)` (`HamiltonianSystem`).
 
+Time-dependent Hamiltonians `H(q, p, t)`: `HamiltonianSystem` is autonomous (its `H` takes no
+time). A model with the class fact `time_dependent = True` supplies `grad_q(q, p, t)` and
+`grad_p(q, p, t)`, and stage `i` is evaluated at `t + c_i h` with the pair's nodes `c`
+(`PartitionedTableau.c`): the same time for both derivatives of a stage (HNW I, §II.15).
+
 The named methods (Chaurasia 2012, ch. 2; Leimkuhler & Reich 2004, §4.1):
 symplectic Euler A, `H` evaluated at `(q₁, p₀)`; symplectic Euler B, at `(q₀, p₁)` (its
 adjoint); Störmer–Verlet, the Lobatto IIIA–IIIB pair, i.e. GNI eq. (VI.3.4):
@@ -20,6 +25,7 @@ adjoint); Störmer–Verlet, the Lobatto IIIA–IIIB pair, i.e. GNI eq. (VI.3.4)
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import equinox as eqx
@@ -28,16 +34,25 @@ import numpy as np
 
 from ..newton import Newton
 from .classical import AbstractHamiltonianTableauIntegrator
-from .tableau import ButcherTableau
+from .tableau import ButcherTableau, _tree_conditions
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # identity hash: a static field of integrators
 class PartitionedTableau:
     """Tables `q` (positions) and `p` (momenta) of one partitioned RK method.
 
-    Checked at construction: equal stage numbers, each table valid for `order`, the coupling
-    conditions of order 2 (`Σ b_i ĉ_i = Σ b̂_i c_i = 1/2`) when `order ≥ 2` (orders above 2
-    are not checked here: `ValueError`), and `symplectic` when claimed: `b_i = b̂_i` and
+    Nodes `c`: stage `i` of both tables is evaluated at `t + c_i h`. A table that declares
+    nodes of its own (`nodes_are_row_sums=False`, Lobatto IIIB) must declare the other
+    table's: the common nodes (Lobatto IIIA–IIIB: `c = (0, 1)`). Otherwise `c` is the `q`
+    table's, its row sums: the time is then one more position, advanced by the `q` table, and
+    the method stays symplectic in the extended phase space `(q, t; p, −H)` (for the
+    symplectic Eulers, whose tables' row sums differ, any node is of order 1).
+
+    Checked at construction: equal stage numbers, each table valid for `order`, the order
+    conditions of the pair for non-autonomous problems up to `order` (≤ 6): every tree with
+    vertices of `q` and `p` and time leaves weighted by the common nodes `c`
+    (`tableau._tree_conditions`; at order 2: `Σ b_i (Σ_j â_ij) = Σ b̂_i (Σ_j a_ij) = 1/2` and
+    `Σ b_i c_i = Σ b̂_i c_i = 1/2`), and `symplectic` when claimed: `b_i = b̂_i` and
     `b_i â_ij + b̂_j a_ji = b_i b̂_j` (GNI Thm. VI.4.6).
     """
 
@@ -51,15 +66,21 @@ class PartitionedTableau:
     def __post_init__(self):
         if self.q.stages != self.p.stages:
             raise ValueError(f"tableau {self.name}: the q and p tables need equal stage numbers")
-        if self.order > 2:
-            raise ValueError(f"tableau {self.name}: coupling conditions are checked up to order 2")
+        own_nodes = not (self.q.nodes_are_row_sums and self.p.nodes_are_row_sums)
+        if own_nodes and not np.allclose(self.q.c, self.p.c, atol=1e-14):
+            raise ValueError(
+                f"tableau {self.name}: a table with nodes of its own needs common nodes "
+                f"(q: c = {self.q.c}, p: c = {self.p.c})"
+            )
         for part in (self.q, self.p):
             if part.order < self.order:
                 raise ValueError(f"tableau {self.name}: table {part.name} has order < {self.order}")
-        if self.order >= 2:
-            for lhs, what in ((self.q.b @ self.p.c, "Σ b ĉ"), (self.p.b @ self.q.c, "Σ b̂ c")):
-                if abs(lhs - 0.5) > 1e-13:
-                    raise ValueError(f"tableau {self.name}: order condition {what} = 1/2 fails")
+        parts = [("q", self.q.a, self.q.b), ("p", self.p.a, self.p.b)]
+        for cond, lhs, rhs in _tree_conditions(parts, self.c, self.order):
+            if abs(lhs - rhs) > 1e-13:
+                raise ValueError(
+                    f"tableau {self.name}: order condition {cond} fails ({lhs} != {rhs})"
+                )
         if self.symplectic and not self.is_symplectic():
             raise ValueError(
                 f"tableau {self.name}: not symplectic (needs b = b̂ and "
@@ -70,14 +91,19 @@ class PartitionedTableau:
     def stages(self) -> int:
         return self.q.stages
 
+    @property
+    def c(self) -> np.ndarray:
+        """The nodes: stage `i` at `t + c_i h` (the common nodes, else the `q` table's)."""
+        return self.q.c
+
     def is_symplectic(self) -> bool:
         b, bh, a, ah = self.q.b, self.p.b, self.q.a, self.p.a
         M = b[:, None] * ah + (bh[:, None] * a).T - np.outer(b, bh)
         return bool(np.allclose(b, bh, atol=1e-14) and np.allclose(M, 0.0, atol=1e-14))
 
 
-def _table(name, a, b, c, order):
-    return ButcherTableau(name, a, b, c, order)
+def _table(name, a, b, c, order, nodes_are_row_sums=True):
+    return ButcherTableau(name, a, b, c, order, nodes_are_row_sums)
 
 
 SYMPLECTIC_EULER_A = PartitionedTableau(
@@ -91,7 +117,8 @@ SYMPLECTIC_EULER_B = PartitionedTableau(
 STORMER_VERLET = PartitionedTableau(
     "stormer-verlet",
     _table("lobatto-IIIA", [[0.0, 0.0], [0.5, 0.5]], [0.5, 0.5], [0.0, 1.0], 2),
-    _table("lobatto-IIIB", [[0.5, 0.0], [0.5, 0.0]], [0.5, 0.5], [0.5, 0.5], 2),
+    # Lobatto IIIB: the Lobatto nodes (0, 1), not its row sums (1/2, 1/2) (GNI Table II.2.2)
+    _table("lobatto-IIIB", [[0.5, 0.0], [0.5, 0.0]], [0.5, 0.5], [0.0, 1.0], 2, False),
     2,
     symmetric=True,
 )
@@ -109,17 +136,22 @@ class PartitionedRungeKutta(AbstractHamiltonianTableauIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, t, dt):
-        del t  # canonical systems here are autonomous
         q0, p0 = state
         dtype = q0.dtype
         tq, tp = self.tableau.q, self.tableau.p
         a, ah = jnp.asarray(tq.a, dtype), jnp.asarray(tp.a, dtype)
         s, n = self.tableau.stages, q0.shape[0]
+        if getattr(model, "time_dependent", False):  # H(q, p, t): stages at t + c_i h
+            times = [t + ci * dt for ci in self.tableau.c]
+            grad_p = [functools.partial(model.grad_p, t=ti) for ti in times]
+            grad_q = [functools.partial(model.grad_q, t=ti) for ti in times]
+        else:  # canonical systems here are autonomous
+            grad_p, grad_q = [model.grad_p] * s, [model.grad_q] * s
 
         def derivatives(Zq, Zp):
             Q, P = q0[None, :] + Zq, p0[None, :] + Zp
-            Hp = jnp.stack([model.grad_p(Q[i], P[i]) for i in range(s)])
-            Hq = jnp.stack([model.grad_q(Q[i], P[i]) for i in range(s)])
+            Hp = jnp.stack([grad_p[i](Q[i], P[i]) for i in range(s)])
+            Hq = jnp.stack([grad_q[i](Q[i], P[i]) for i in range(s)])
             return Hp, Hq
 
         def residual(z):
@@ -127,8 +159,9 @@ class PartitionedRungeKutta(AbstractHamiltonianTableauIntegrator):
             Hp, Hq = derivatives(Zq, Zp)
             return jnp.concatenate([(Zq - dt * (a @ Hp)).ravel(), (Zp + dt * (ah @ Hq)).ravel()])
 
-        hp0, hq0 = model.grad_p(q0, p0), model.grad_q(q0, p0)
-        cq, cp = jnp.asarray(tq.c, dtype)[:, None], jnp.asarray(tp.c, dtype)[:, None]
+        hp0, hq0 = grad_p[0](q0, p0), grad_q[0](q0, p0)
+        # predictor of the increments Z_i ≈ h (Σ_j a_ij) H'(q₀, p₀): the row sums, not the nodes
+        cq, cp = jnp.asarray(tq.row_sums, dtype)[:, None], jnp.asarray(tp.row_sums, dtype)[:, None]
         guess = jnp.concatenate(
             [(dt * cq * hp0[None, :]).ravel(), (-dt * cp * hq0[None, :]).ravel()]
         )

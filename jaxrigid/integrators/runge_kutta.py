@@ -17,7 +17,7 @@ def rk_step(F, y0, h, tableau: ButcherTableau, newton):
     """One RK step for `y' = F(τ, y)` from `τ = 0`. Returns `(y1, StepInfo)`."""
     a = jnp.asarray(tableau.a, y0.dtype)
     b = jnp.asarray(tableau.b, y0.dtype)
-    c = tableau.c
+    c = tableau.c  # the tableau's own nodes: stage k at τ = c_k h
     s, n = tableau.stages, y0.shape[0]
     if tableau.explicit:
         K = []
@@ -33,8 +33,8 @@ def rk_step(F, y0, h, tableau: ButcherTableau, newton):
             K = jnp.stack([F(c[j] * h, y0 + Z[j]) for j in range(s)])
             return (Z - h * (a @ K)).reshape(-1)
 
-        f0 = F(0.0 * h, y0)
-        guess = (h * jnp.asarray(c, y0.dtype)[:, None] * f0[None, :]).reshape(-1)
+        f0 = F(0.0 * h, y0)  # predictor Z_k ≈ h (Σ_j a_kj) f0: the row sums, not the nodes
+        guess = (h * jnp.asarray(tableau.row_sums, y0.dtype)[:, None] * f0[None, :]).reshape(-1)
         z, info = newton.solve(residual, guess)
         Z = z.reshape(s, n)
         K = jnp.stack([F(c[j] * h, y0 + Z[j]) for j in range(s)])

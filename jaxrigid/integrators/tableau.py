@@ -14,17 +14,29 @@ import numpy as np
 class ButcherTableau:
     """`c | A` over `b`, with the classical `order` the table attains.
 
-    Checked at construction: square `A` of size `s`, `b` and `c` of length `s`, the row sums
-    `c_i = Σ_j a_ij`, consistency `Σ b = 1`, and the order conditions up to `order`: all of them
-    (rooted trees) up to order 5; order 6 through the simplifying assumptions `B(6)`, `C(3)`,
-    `D(2)`, which imply it (Butcher's theorem; Hairer, Nørsett & Wanner I, Thm. II.7.4) and
-    which the Gauss methods satisfy."""
+    `c` are the nodes: stage `i` is evaluated at time `t + c_i h`. Checked at construction:
+    square `A` of size `s`, `b` and `c` of length `s`, consistency `Σ b = 1`, and the order
+    conditions up to `order`.
+
+    By default the nodes are the row sums, `c_i = Σ_j a_ij` (checked): then time behaves as one
+    more component of `y` and the order conditions are those of autonomous problems, all of
+    them (rooted trees) up to order 5; order 6 through the simplifying assumptions `B(6)`,
+    `C(3)`, `D(2)`, which imply it (Butcher's theorem; Hairer, Nørsett & Wanner I,
+    Thm. II.7.4) and which the Gauss methods satisfy.
+
+    `nodes_are_row_sums=False` declares nodes of the table's own that are not its row sums
+    (Lobatto IIIB: `c = (0, 1)`, row sums `(½, ½)`; GNI Table II.2.2). Then `order` is checked
+    for non-autonomous problems `y' = f(t, y)` with stages at `t + c_i h`: every rooted tree up
+    to `order` whose leaves are either stages of `y` (weight `Σ_j a_ij`) or the time (weight
+    `c_i`), which contains the autonomous conditions and the quadrature conditions
+    `Σ b_i c_i^(k−1) = 1/k` (`_tree_conditions`)."""
 
     name: str
     a: np.ndarray
     b: np.ndarray
     c: np.ndarray
     order: int
+    nodes_are_row_sums: bool = True
 
     def __post_init__(self):
         a, b, c = (np.asarray(x, dtype=np.float64) for x in (self.a, self.b, self.c))
@@ -34,9 +46,16 @@ class ButcherTableau:
         s = len(b)
         if a.shape != (s, s) or c.shape != (s,):
             raise ValueError(f"tableau {self.name}: A must be ({s}, {s}) and c ({s},)")
-        if not np.allclose(a.sum(axis=1), c, atol=1e-14):
-            raise ValueError(f"tableau {self.name}: row sums of A must equal c")
-        for cond, lhs, rhs in _order_conditions(a, b, c, self.order):
+        if self.nodes_are_row_sums:
+            if not np.allclose(a.sum(axis=1), c, atol=1e-14):
+                raise ValueError(
+                    f"tableau {self.name}: row sums of A must equal c (or declare "
+                    "nodes_are_row_sums=False for nodes of the table's own)"
+                )
+            conditions = _order_conditions(a, b, c, self.order)
+        else:
+            conditions = _tree_conditions([("", a, b)], c, self.order)
+        for cond, lhs, rhs in conditions:
             if abs(lhs - rhs) > 1e-13:
                 raise ValueError(
                     f"tableau {self.name}: order condition {cond} fails ({lhs} != {rhs})"
@@ -45,6 +64,12 @@ class ButcherTableau:
     @property
     def stages(self) -> int:
         return len(self.b)
+
+    @property
+    def row_sums(self) -> np.ndarray:
+        """`Σ_j a_ij`, for the stage increments' predictor `Z_i ≈ h (Σ_j a_ij) f(y₀)`: `c` itself
+        (as checked) unless the table declares nodes of its own."""
+        return self.c if self.nodes_are_row_sums else self.a.sum(axis=1)
 
     @property
     def explicit(self) -> bool:
@@ -115,6 +140,76 @@ def _order_conditions(a, b, c, order):
             lhs, rhs = (b * c ** (k - 1)) @ a, b * (1 - c**k) / k
             j = int(np.argmax(np.abs(lhs - rhs)))
             conds.append((f"D(2): Σ_i b_i c_i^{k - 1} a_ij = b_j(1 − c_j^{k})/{k}", lhs[j], rhs[j]))
+    return conds
+
+
+def _trees(max_order, colours):
+    """Rooted trees up to `max_order`, their vertices coloured by `colours` (indices of
+    tables) or `None` (the time: a leaf only, its derivative being 1). A tree is
+    `(colour, children)`, `children` a sorted tuple of trees; returns `[(tree, order)]`."""
+    found = [((k, ()), 1) for k in (*colours, None)]
+    index = {t: i for i, (t, _) in enumerate(found)}
+
+    def forests(m, start, pool):  # multisets of trees from `pool[start:]` of total order m
+        if m == 0:
+            yield ()
+            return
+        for i in range(start, len(pool)):
+            tree, n = pool[i]
+            if n <= m:
+                for rest in forests(m - n, i, pool):
+                    yield (tree, *rest)
+
+    for order in range(2, max_order + 1):
+        pool = list(found)
+        for children in forests(order - 1, 0, pool):
+            ordered = tuple(sorted(children, key=index.__getitem__))
+            for k in colours:
+                tree = (k, ordered)
+                if tree not in index:
+                    index[tree] = len(found)
+                    found.append((tree, order))
+    return found
+
+
+def _tree_conditions(parts, c, order):
+    """The order conditions up to `order` of a (partitioned) RK method with stages at
+    `t + c_i h`, for non-autonomous problems (Hairer, Nørsett & Wanner I, §II.15).
+
+    `parts`: `[(label, A, b)]`, one table per component (one for a plain RK method; `q`, `p`
+    for a partitioned pair). One condition per tree with coloured vertices: the root's table
+    gives the weights `b`, an edge into a vertex of table `k` the matrix `A_k`; a time leaf
+    contributes `c_i`. `Φ(tree) = 1/γ(tree)`, `γ` the tree's density. Returns
+    `[(name, Φ, 1/γ)]`, the name in bracket notation (`τ` the time, `•` a leaf)."""
+    if order > 6:
+        raise ValueError(f"order conditions are checked up to order 6, not {order}")
+    A = [np.asarray(a) for _, a, _ in parts]
+    ones = np.ones(len(c))
+
+    def weight(tree):  # the stage vector of a vertex, and its density γ
+        _, children = tree
+        g, gamma, size = ones.copy(), 1, 1
+        for child in children:
+            if child[0] is None:
+                g, size = g * c, size + 1
+            else:
+                gc, gamma_c, size_c = weight(child)
+                g, gamma, size = g * (A[child[0]] @ gc), gamma * gamma_c, size + size_c
+        return g, gamma * size, size
+
+    def name(tree):
+        k, children = tree
+        label = "τ" if k is None else parts[k][0]
+        if not children:
+            return label if k is None else label + "•"
+        return label + "[" + ", ".join(name(ch) for ch in children) + "]"
+
+    conds = []
+    for tree, _ in _trees(order, range(len(parts))):
+        if tree[0] is None:
+            continue  # the time itself is not integrated
+        g, gamma, _ = weight(tree)
+        conds.append((f"Φ({name(tree)}) = 1/{gamma}", parts[tree[0]][2] @ g, 1 / gamma))
     return conds
 
 
