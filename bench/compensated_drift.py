@@ -8,22 +8,20 @@ seeds show the spread of those ratios (the bounds in tests/test_compensated.py r
 
     python bench/compensated_drift.py                    # float32 10⁴ and float64 10⁵ steps
     python bench/compensated_drift.py --seeds 2 --members 8
+    python bench/compensated_drift.py --quick --out /tmp/b    # 10³ steps, 1 seed, 4 members
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import time
 
 import jax
+from _common import enable_x64_for, machine, parser, write_results
 
-jax.config.update("jax_enable_x64", True)
+enable_x64_for("float64")
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import machine, to_json  # noqa: E402
 
 import jaxrigid as jr  # noqa: E402
 from jaxrigid.cases import get_case  # noqa: E402
@@ -71,42 +69,37 @@ def run(dtype, steps, members, seeds, dt):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--members", type=int, default=16)
-    p.add_argument("--seeds", type=int, default=4)
+    p = parser(__doc__)
+    p.add_argument("--members", type=int, default=None, help="16 (quick 4)")
+    p.add_argument("--seeds", type=int, default=None, help="4 (quick 1)")
     p.add_argument("--dt", type=float, default=0.1)
     p.add_argument(
         "--runs",
-        default="float32:10000,float64:100000",
-        help="dtype:steps pairs (steps a multiple of 100)",
-    )
-    p.add_argument(
-        "--out",
-        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+        default=None,
+        help="dtype:steps pairs, steps a multiple of 100 (float32:10000,float64:100000; "
+        "quick float32:1000,float64:1000)",
     )
     a = p.parse_args()
+    a.members = a.members or (4 if a.quick else 16)
+    a.seeds = a.seeds or (1 if a.quick else 4)
+    a.runs = a.runs or ("float32:1000,float64:1000" if a.quick else "float32:10000,float64:100000")
+    info = machine()
     t0 = time.perf_counter()
     rows = []
     for item in a.runs.split(","):
         dtype, steps = item.split(":")
         rows += run(dtype, int(steps), a.members, a.seeds, a.dt)
     out = {
-        "benchmark": "compensated_drift",
-        "command": "python bench/compensated_drift.py",
         "case": "krysl-torque-free",
         "dt": a.dt,
         "members": a.members,
         "definition": "RMS over members of max over 100 saved points of |R Pi - R0 Pi0| and "
         "|R^T R - 1|_F; ratio = compensated / plain",
         "rows": rows,
-        "machine": machine(),
-        "total_seconds": time.perf_counter() - t0,
+        "machine": info,
     }
-    os.makedirs(a.out, exist_ok=True)
-    path = os.path.join(a.out, f"compensated_drift_{jax.devices()[0].platform}.json")
-    with open(path, "w") as fh:
-        json.dump(to_json(out), fh, indent=1)
-    print(f"wrote {path}")
+    name = f"compensated_drift_{jax.devices()[0].platform}{'_quick' if a.quick else ''}.json"
+    print(f"wrote {write_results(a.out, name, out, t0)}")
 
 
 if __name__ == "__main__":

@@ -30,16 +30,22 @@ Writes bench/results/dmv_accuracy_per_cost_<device>[_quick].json and .png.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 import time
 
 import jax
-from _common import machine, to_json  # noqa: E402 (bench/ is the script's folder)
+from _common import (
+    aot_compile,
+    device_tag,
+    enable_x64_for,
+    log,
+    machine,
+    parser,
+    time_interleaved,
+    write_results,
+)
 
-jax.config.update("jax_enable_x64", True)
+enable_x64_for("float64")
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -60,9 +66,8 @@ ROUNDOFF_CASES = ("dmv-free-body-symmetric", "dmv-free-body-asymmetric")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--case", default="dmv-free-body-asymmetric", help="a torque-free case")
-    p.add_argument("--quick", action="store_true")
     p.add_argument("--members", type=int, default=None, help="timed ensemble (default 10⁴)")
     p.add_argument("--timed-steps", type=int, default=None, help="steps per timed call (200)")
     p.add_argument("--dts", default=None, help="comma list (default 0.2,0.1,0.05,0.025,0.0125)")
@@ -70,7 +75,6 @@ def parse_args(argv=None):
     p.add_argument("--accuracy-members", type=int, default=8)
     p.add_argument("--repeats", type=int, default=None, help="timed calls after warm-up (3)")
     p.add_argument("--roundoff-steps", type=int, default=None, help="default 10⁵ (0: skip)")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     a = p.parse_args(argv)
     a.members = a.members or (1000 if a.quick else 10_000)
     a.timed_steps = a.timed_steps or (50 if a.quick else 200)
@@ -84,10 +88,6 @@ def parse_args(argv=None):
     return a
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
 def timed_runner(integrator, model, ensemble, steps):
     """AOT-compiled `simulate` of `steps` steps; dt is a traced argument."""
 
@@ -95,35 +95,24 @@ def timed_runner(integrator, model, ensemble, steps):
         sol = jr.simulate(integrator, model, state0, dt, steps, save_every=steps)
         return sol.final_state, sol.newton.all_converged, sol.newton.max_iterations
 
-    t0 = time.perf_counter()
-    compiled = jax.jit(run).lower(ensemble, jnp.float64(0.1)).compile()
-    return compiled, time.perf_counter() - t0
+    return aot_compile(run, ensemble, jnp.float64(0.1))
 
 
 def throughput(compiled, ensemble, dt, steps, repeats, members):
     """Body-steps/s of each method's compiled run at `dt`: one warm-up call each, then
     `repeats` rounds in which every method is timed once (interleaved, so that a change of
     machine load during the run does not favour one method); the best call is kept."""
-    h = jnp.float64(dt)
-    outs = {m: jax.block_until_ready(f(ensemble, h)) for m, f in compiled.items()}  # warm-up
-    best = {m: np.inf for m in compiled}
-    best_cpu = {m: np.inf for m in compiled}
-    for _ in range(repeats):
-        for m, f in compiled.items():
-            t0, c0 = time.perf_counter(), time.process_time()
-            jax.block_until_ready(f(ensemble, h))
-            best[m] = min(best[m], time.perf_counter() - t0)
-            best_cpu[m] = min(best_cpu[m], time.process_time() - c0)
+    timings = time_interleaved(compiled, (ensemble, jnp.float64(dt)), repeats, statistic="best")
     return {
         m: {
-            "seconds": best[m],
-            "body_steps_per_s": members * steps / best[m],
-            "cpu_seconds": best_cpu[m],
-            "body_steps_per_cpu_s": members * steps / best_cpu[m],
-            "all_converged": bool(np.all(outs[m][1])),
-            "max_newton_iterations": int(np.max(outs[m][2])),
+            "seconds": t.seconds,
+            "body_steps_per_s": members * steps / t.seconds,
+            "cpu_seconds": t.cpu_seconds,
+            "body_steps_per_cpu_s": members * steps / t.cpu_seconds,
+            "all_converged": bool(np.all(t.out[1])),
+            "max_newton_iterations": int(np.max(t.out[2])),
         }
-        for m in compiled
+        for m, t in timings.items()
     }
 
 
@@ -192,18 +181,6 @@ def roundoff(n_steps):
     return out
 
 
-def device_tag(quick):
-    d = jax.devices()[0]
-    tag = (
-        "cpu"
-        if d.platform == "cpu"
-        else d.platform
-        + "_"
-        + "".join(ch if ch.isalnum() else "_" for ch in d.device_kind).strip("_")
-    )
-    return tag + ("_quick" if quick else "")
-
-
 def plot(rows, args, path):
     import matplotlib
 
@@ -244,7 +221,7 @@ def plot(rows, args, path):
 
 def main(argv=None):
     args = parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)  # the plot goes there first
     t_start = time.perf_counter()
     info = machine()
     case = get_case(args.case)
@@ -289,13 +266,11 @@ def main(argv=None):
                 f"error Π {row['error_Pi_max']:.3e}, "
                 f"R {row['error_R_max']:.3e}"
             )
-    tag = device_tag(args.quick)
+    tag = device_tag(quick=args.quick)
     png = os.path.join(args.out, f"dmv_accuracy_per_cost_{tag}.png")
     plot(rows, args, png)
     ro = roundoff(args.roundoff_steps) if args.roundoff_steps else None
     doc = {
-        "benchmark": "bench/dmv_accuracy_per_cost.py",
-        "command": " ".join(["python"] + sys.argv),
         "machine": info,
         "config": {
             "case": args.case,
@@ -314,13 +289,9 @@ def main(argv=None):
         "rows": rows,
         "roundoff": ro,
         "plot": os.path.basename(png),
-        "load_average_at_end": os.getloadavg(),
-        "total_seconds": time.perf_counter() - t_start,
     }
-    path = os.path.join(args.out, f"dmv_accuracy_per_cost_{tag}.json")
-    with open(path, "w") as fh:
-        json.dump(to_json(doc), fh, indent=1)
-    log(f"wrote {path} and {png} ({doc['total_seconds']:.0f} s)")
+    path = write_results(args.out, f"dmv_accuracy_per_cost_{tag}.json", doc, t_start)
+    log(f"wrote {path} and {png}")
 
 
 if __name__ == "__main__":

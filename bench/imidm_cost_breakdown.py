@@ -1,7 +1,7 @@
 """Experiment: where the time of the library's IMIDM goes (target (a) of issue 2).
 
 Times, in one process with interleaved repeats (best kept), the torque-free body at Δt = 0.01
-on 10⁴ members (`ensemble_throughput.py`'s problem and runners) for
+on 10⁴ members (`_harness.py`'s problem and runners) for
 
 * the Rodrigues coefficients as they are (`exact`, every angle), without the 2π reduction
   (`no-reduction`, θ ≤ π only), as 5-term series (`5-term`, small angles only) and as constants
@@ -22,21 +22,25 @@ recorded too. Writes `results/imidm_cost_breakdown_<device>.json`
 and prints body-steps/s and the ratio to RK4. Not library code.
 
     python bench/imidm_cost_breakdown.py [--members 10000] [--steps 300] [--repeats 5]
+    python bench/imidm_cost_breakdown.py --quick --out /tmp/b    # smoke test
 """
 
-import argparse
-import json
-import pathlib
-import sys
-import time
+from _common import (
+    aot_compile,
+    device_tag,
+    enable_x64_for,
+    machine,
+    parser,
+    time_interleaved,
+    write_results,
+)
 
-import equinox as eqx
-import jax
-import jax.numpy as jnp
+enable_x64_for("float64")
 
-sys.argv, _argv = sys.argv[:1], sys.argv[1:]
-import ensemble_throughput as et  # noqa: E402 (parses its own arguments at import)
-from _common import machine, to_json  # noqa: E402
+import equinox as eqx  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from _harness import TorqueFree, diffrax_runner, jaxrigid_runner  # noqa: E402
 
 import jaxrigid  # noqa: E402
 from jaxrigid import _linalg  # noqa: E402
@@ -111,63 +115,58 @@ SOLVERS = {
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--members", type=int, default=10_000)
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"))
-    args = p.parse_args(_argv)
-    dt = 0.01
-    ens = et.ensemble(args.members)
+    p = parser(__doc__)
+    p.add_argument("--members", type=int, default=None, help="10000 (quick 1000)")
+    p.add_argument("--steps", type=int, default=None, help="300 (quick 20)")
+    p.add_argument("--repeats", type=int, default=None, help="5 (quick 1); the best is kept")
+    args = p.parse_args()
+    args.members = args.members or (1000 if args.quick else 10_000)
+    args.steps = args.steps or (20 if args.quick else 300)
+    args.repeats = args.repeats or (1 if args.quick else 5)
+    dt, info, problem = 0.01, machine(), TorqueFree("float64")
+    ens = problem.ensemble(args.members)
     xs = (ens.R, ens.Pi)
 
-    compile_seconds = {}
+    runs, compile_seconds = {}, {}
 
-    def compiled(name, jitted):
-        t = time.perf_counter()
-        out = jitted.lower(*xs).compile()
-        compile_seconds[name] = time.perf_counter() - t
-        return out
+    def add(name, jitted):
+        runs[name], compile_seconds[name] = aot_compile(jitted, *xs)
 
-    runs = {"diffrax RK4": compiled("diffrax RK4", et.diffrax_runner("RK4", dt, args.steps))}
+    def imidm(integrator):
+        return jaxrigid_runner(problem, integrator, dt, args.steps)
+
+    add("diffrax RK4", diffrax_runner(problem, "RK4", dt, args.steps))
     for name, coefficients in COEFFICIENTS.items():
         so3._rodrigues_coefficients = coefficients  # traced now, so compiled in
         jax.clear_caches()  # else `simulate`'s jitted runner reuses the trace of the last swap
         for solver in ("Newton", "Newton chord", FAST):
-            runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
-            key = f"IMIDM, {solver}, coefficients {name}"
-            runs[key] = compiled(key, runner)
+            add(
+                f"IMIDM, {solver}, coefficients {name}",
+                imidm(jaxrigid.IMIDM(newton=SOLVERS[solver])),
+            )
     so3._rodrigues_coefficients = EXACT
     jax.clear_caches()
     for max_angle in (0.5, 0.1):  # the library's own cut series (`max_angle`)
         for solver in ("Newton", FAST):
             integrator = jaxrigid.IMIDM(newton=SOLVERS[solver], max_angle=max_angle)
-            key = f"IMIDM, {solver}, max_angle = {max_angle}"
-            runs[key] = compiled(key, et.jaxrigid_runner(integrator, dt, args.steps))
+            add(f"IMIDM, {solver}, max_angle = {max_angle}", imidm(integrator))
     for solver in [s for s in SOLVERS if s not in ("Newton", "Newton chord", FAST)]:
-        runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS[solver]), dt, args.steps)
-        key = f"IMIDM, {solver}, coefficients exact"
-        runs[key] = compiled(key, runner)
+        add(f"IMIDM, {solver}, coefficients exact", imidm(jaxrigid.IMIDM(newton=SOLVERS[solver])))
     # the branch check of `solve_on_branch` removed (IMIDM looks it up in its module)
     with_branch_check = lie_group.solve_on_branch
     lie_group.solve_on_branch = lambda newton, residual, guess, start: newton.solve(residual, guess)
     jax.clear_caches()
-    runner = et.jaxrigid_runner(jaxrigid.IMIDM(newton=SOLVERS["Newton chord"]), dt, args.steps)
-    key = "IMIDM, Newton chord without the branch check"
-    runs[key] = compiled(key, runner)
+    add(
+        "IMIDM, Newton chord without the branch check",
+        imidm(jaxrigid.IMIDM(newton=SOLVERS["Newton chord"])),
+    )
     lie_group.solve_on_branch = with_branch_check
     jax.clear_caches()
-    imid = et.jaxrigid_runner(jaxrigid.IMID(), dt, args.steps)
-    runs["IMID, Newton"] = compiled("IMID, Newton", imid)
+    add("IMID, Newton", imidm(jaxrigid.IMID()))
 
-    for f in runs.values():
-        jax.block_until_ready(f(*xs))
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(args.repeats):  # interleaved, so a change of load favours no variant
-        for name, f in runs.items():
-            t = time.perf_counter()
-            jax.block_until_ready(f(*xs))
-            best[name] = min(best[name], time.perf_counter() - t)
+    # interleaved, so a change of load favours no variant; the best call is kept
+    timings = time_interleaved(runs, xs, args.repeats, statistic="best")
+    best = {name: t.seconds for name, t in timings.items()}
     body_steps = args.members * args.steps
     rows = {
         name: {
@@ -183,14 +182,10 @@ def main():
             f"{name:60s} {r['body_steps_per_s']:9.3g}  x{r['ratio_vs_diffrax_RK4']:.2f}"
             f"  compile {r['compile_seconds']:.1f} s"
         )
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"imidm_cost_breakdown_{et.device_tag()}.json"
-    record = {"command": "python bench/imidm_cost_breakdown.py " + " ".join(_argv)}
-    record |= {"members": args.members, "steps": args.steps, "dt": dt, "repeats": args.repeats}
-    record |= {"machine": machine(), "runs": rows}
-    path.write_text(json.dumps(to_json(record), indent=1))
-    print("wrote", path)
+    record = {"members": args.members, "steps": args.steps, "dt": dt, "repeats": args.repeats}
+    record |= {"machine": info, "runs": rows}
+    name = f"imidm_cost_breakdown_{device_tag(quick=args.quick)}.json"
+    print("wrote", write_results(args.out, name, record))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from t = 0 (under the load, where Newton works hardest).
 Reported per ensemble size: compile seconds, best run seconds over `--repeats` (compiled,
 `block_until_ready`), body-steps per second, and the Newton iteration counts (max over the
 ensemble of each member's max per step, and the ensemble mean of that max). Results go to
-`bench/results/nontwisting_throughput.json`.
+`bench/results/nontwisting_throughput.json` (`--quick`: 1 and 100 members, 20 steps,
+`…_quick.json`; `--out DIR` elsewhere).
 
     python bench/nontwisting_throughput.py                 # 1 … 10⁵ members on CPU
     python bench/nontwisting_throughput.py --sizes 1000000  # on a GPU
@@ -14,24 +15,23 @@ ensemble of each member's max per step, and the ensemble mean of that max). Resu
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 import time
+
+from _common import enable_x64_for, machine, parser, time_interleaved, write_results
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="1,10,100,1000,10000,100000")
-    p.add_argument("--steps", type=int, default=100)
+    p = parser(__doc__)
+    p.add_argument("--sizes", default=None, help="1,10,100,1000,10000,100000 (quick 1,100)")
+    p.add_argument("--steps", type=int, default=None, help="100 (quick 20)")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = p.parse_args(argv)
+    args.sizes = args.sizes or ("1,100" if args.quick else "1,10,100,1000,10000,100000")
+    args.steps = args.steps or (20 if args.quick else 100)
 
+    enable_x64_for("float64")
     import jax
-
-    jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import numpy as np
 
@@ -41,6 +41,7 @@ def main(argv=None):
     from jaxrigid.integrators import EnergyMomentumAVF
     from jaxrigid.models import director as D
 
+    info = machine()
     case = get_case("nontwisting-case3")
     model, state0 = case.build(case.resolve())
     rows = []
@@ -68,7 +69,8 @@ def main(argv=None):
         t = time.perf_counter()
         sol = go()
         first = time.perf_counter() - t
-        best = min(_timed(go) for _ in range(args.repeats))
+        timing = time_interleaved({n: go}, (), args.repeats, warmup=False, statistic="best")
+        best = timing[n].seconds
         its = np.asarray(sol.newton.max_iterations)
         row = {
             "members": n,
@@ -82,22 +84,8 @@ def main(argv=None):
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    from _common import machine
-
-    meta = {
-        "command": "python bench/nontwisting_throughput.py " + " ".join(argv or sys.argv[1:]),
-        "machine": machine(),
-        "load_average_at_end": os.getloadavg(),
-    }
-    with open(os.path.join(args.out, "nontwisting_throughput.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
-
-
-def _timed(fn):
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+    name = "nontwisting_throughput" + ("_quick" if args.quick else "") + ".json"
+    print("wrote", write_results(args.out, name, {"machine": info, "rows": rows}))
 
 
 if __name__ == "__main__":
