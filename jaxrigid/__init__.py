@@ -5,6 +5,7 @@ from . import diagnostics as diagnostics
 from . import integrators as integrators
 from . import lie as lie
 from . import models as models
+from . import results as results
 from .compensated import Compensated as Compensated
 from .compensated import compensate as compensate
 from .integrators import AKW as AKW
@@ -24,9 +25,15 @@ from .models import RigidBody as RigidBody
 from .models import RigidBodyState as RigidBodyState
 from .newton import Newton as Newton
 from .newton import NewtonInfo as NewtonInfo
-from .simulation import AbstractObserver as AbstractObserver
+from ._checks import InvalidValueError as InvalidValueError
+from .models import AbstractModel as AbstractModel
+from .observers import AbstractObserver as AbstractObserver
+from .results import RESULTS as RESULTS
+from .simulation import IncompatibleModelError as IncompatibleModelError
 from .simulation import NewtonConvergenceError as NewtonConvergenceError
+from .simulation import Outcome as Outcome
 from .simulation import Solution as Solution
+from .simulation import StepFailedError as StepFailedError
 from .simulation import simulate as simulate
 
 __version__ = "0.1.0"

@@ -1,14 +1,26 @@
-"""Value checks at the API boundary (DESIGN.md §4b).
+"""Value checks written once in `jax`, applied at the API boundary (DESIGN.md §4b).
 
-Concrete inputs are checked on the host with numpy, so the error names the offending
-ensemble member and value; traced inputs (a caller's own `jit`) go through
-`equinox.error_if`, which works under `jit` and names the failing batch index under `vmap`.
+A model states its checks as data: `Check(bad, message, value)`, where `bad` is a boolean
+array with the ensemble (or parameter-sweep) shape, one flag per member, and `value` an
+optional array of the same shape to quote for the first failing member. `simulate` applies
+them in one of two ways, from the same definitions:
+
+- **concrete inputs** (an eager call): each check is reduced on the device to three scalars
+  (any, first failing member, count) and only those come to the host, which raises
+  `ValueError` naming the problem and the member; an ensemble is never copied to the host.
+- **traced inputs** (the caller's `jit`, `grad` or `vmap`): `raise_in_graph` puts the same
+  reduction in the compiled program and a host callback that raises, when a check failed,
+  `InvalidValueError` (a `ValueError`) with the same message; jax surfaces it as a
+  `JaxRuntimeError` whose text contains the message. Unlike `equinox.error_if`, the message
+  names the failing member, which is a runtime value.
 """
 
 from __future__ import annotations
 
-import equinox as eqx
+from typing import Any, NamedTuple
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 try:
@@ -17,24 +29,79 @@ except ImportError:  # pragma: no cover - jax versions that moved it
     from jax._src.core import Tracer as _Tracer
 
 
+class InvalidValueError(ValueError):
+    """A bad value (NaN, a non-rotation, a non-SPD inertia, `dt = 0`, ...) at the API boundary."""
+
+
+class Check(NamedTuple):
+    """`bad`: one flag per member (any shape, scalar for one); `message`: what is wrong;
+    `value`: optional, same shape as `bad`, quoted for the first failing member."""
+
+    bad: Any
+    message: str
+    value: Any = None
+
+
 def is_concrete(*xs) -> bool:
     return not any(isinstance(x, _Tracer) for x in jax.tree_util.tree_leaves(xs))
 
 
-def require(x, bad, message: str):
-    """Raise `ValueError(message + member)` where `bad` (one flag per ensemble member) is set.
+def _reduce(check: Check):
+    """`(any, first, count, value at first)`: scalars computed where the flags live."""
+    bad = jnp.asarray(check.bad).reshape(-1)
+    first = jnp.argmax(bad)
+    value = jnp.zeros(()) if check.value is None else jnp.asarray(check.value).reshape(-1)[first]
+    return jnp.any(bad), first, jnp.sum(bad), value
 
-    `bad` has the ensemble shape (or is a scalar). Returns `x` (which must be used, so that the
-    traced check is not removed as dead code).
-    """
-    if is_concrete(x, bad):
-        bad = np.asarray(bad)
-        if bad.any():
-            where = ""
-            if bad.ndim:
-                idx = tuple(int(i) for i in np.argwhere(bad)[0])
-                where = f" (ensemble member {idx[0] if len(idx) == 1 else idx}"
-                where += f"; {int(bad.sum())} of {bad.size} members fail)"
-            raise ValueError(message + where)
-        return x
-    return eqx.error_if(x, bad, message)
+
+def format_failure(check: Check, shape, first, count, value) -> str:
+    """The message for a failed check: what, the value quoted, and which member."""
+    text = check.message
+    if check.value is not None:
+        text += f" (got {float(value):.6g})"
+    size = int(np.prod(shape)) if shape else 1
+    if shape:
+        idx = np.unravel_index(int(first), shape)
+        member = int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
+        text += f" [ensemble member {member}; {int(count)} of {size} members fail]"
+    return text
+
+
+def raise_now(checks) -> None:
+    """Concrete inputs: raise `InvalidValueError` for the first failed check."""
+    for check in checks:
+        any_bad, first, count, value = _reduce(check)
+        if bool(any_bad):
+            shape = jnp.shape(check.bad)
+            raise InvalidValueError(format_failure(check, shape, first, count, value))
+
+
+def raise_in_graph(checks) -> None:
+    """Traced inputs: the checks in the program, raising from a host callback on failure.
+    Under a caller's `vmap` the callback sees one row per mapped member and reports the
+    first failing one."""
+    for check in checks:
+        shape = jnp.shape(check.bad)
+        reduced = _reduce(check)
+
+        def callback(any_bad, first, count, value, check=check, shape=shape):
+            any_bad = np.asarray(any_bad)
+            if any_bad.any():
+                i = np.unravel_index(int(np.argmax(any_bad)), any_bad.shape) if any_bad.ndim else ()
+                pick = lambda a: np.asarray(a)[i]  # noqa: E731
+                raise InvalidValueError(
+                    format_failure(check, shape, pick(first), pick(count), pick(value))
+                )
+
+        # Always called (four scalars per check and call of `simulate`): a `lax.cond` around
+        # it would become a select under a caller's `vmap`, which effects do not allow.
+        jax.debug.callback(callback, *reduced)
+
+
+def apply(checks) -> None:
+    """`raise_now` for concrete checks, `raise_in_graph` for traced ones."""
+    checks = list(checks)
+    if is_concrete([c.bad for c in checks], [c.value for c in checks]):
+        raise_now(checks)
+    else:
+        raise_in_graph(checks)

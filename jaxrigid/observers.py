@@ -1,4 +1,4 @@
-"""Observers measured inside `simulate`'s scan (see `jaxrigid.simulation.AbstractObserver`).
+"""Observers: quantities measured inside `simulate`'s scan, every step, with no host round trip.
 
 `PoincareSection` counts and records the crossings of a canonical trajectory through the
 half-plane `q₂ = 0, q₁ > 0, q̇₂ > 0` (Hairer, Lubich & Wanner, GNI p. 322; Chaurasia 2012 §2.4,
@@ -7,6 +7,7 @@ Table 2.1), every step, with no host round trip.
 
 from __future__ import annotations
 
+import abc
 from typing import NamedTuple
 
 import equinox as eqx
@@ -14,7 +15,20 @@ import jax
 import jax.numpy as jnp
 
 from .models.hamiltonian import CanonicalState
-from .simulation import AbstractObserver
+
+
+class AbstractObserver(eqx.Module):
+    """Something measured along a trajectory inside the scan, every step, with no host round
+    trip (event counts, Poincaré sections, running extrema). Its carry is a pytree of arrays of
+    fixed shapes; `simulate(..., observations0=solution.observations)` continues it."""
+
+    @abc.abstractmethod
+    def init(self, model, state0, t0):
+        """The carry before the first step."""
+
+    @abc.abstractmethod
+    def update(self, model, carry, state, next_state, t, dt):
+        """The carry after the step from `state` at `t` to `next_state` at `t + dt`."""
 
 
 class PoincarePoints(NamedTuple):

@@ -1,136 +1,202 @@
-"""The batched simulation driver: any `step` under `lax.scan`, ensembles under `vmap`.
+"""The batched simulation driver: any integrator under `lax.scan`, ensembles under `vmap`.
 
 `simulate(integrator, model, state0, dt, n_steps)` integrates one trajectory or an ensemble:
-leading axes of the state's arrays beyond their event shape are ensemble axes, and model
-parameters are swept with `model_axes` (as `jax.vmap`'s `in_axes` for the model). Every
-`save_every`-th state is kept, with the initial one; the per-step Newton outcomes are reduced
-per saved interval and per trajectory, never dropped.
+leading axes of the state's arrays beyond the model's event shape are ensemble axes, and
+model parameters are swept with `model_axes` (as `jax.vmap`'s `in_axes` for the model).
+Every `save_every`-th state (or `save(t, state)` of it) is kept, with the initial one; the
+per-step outcomes are reduced per saved interval and per trajectory, by cause, never dropped.
+
+The driver knows no particular model or method: it asks the integrator whether it integrates
+the model (`integrates`), the model for its event shapes and value checks
+(`jaxrigid.models.AbstractModel`), and runs `init`/`step` (`AbstractIntegrator`).
 """
 
 from __future__ import annotations
 
-import abc
+import math
 from typing import Any, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._checks import is_concrete, require
+from . import _checks
+from ._checks import Check, is_concrete
 from .compensated import Compensated, value_of
-from .lie import so3
-from .models.rigid_body import RigidBody
+from .observers import AbstractObserver
+from .results import RESULTS, code
+
+__all__ = [
+    "AbstractObserver",
+    "IncompatibleModelError",
+    "NewtonConvergenceError",
+    "Outcome",
+    "Solution",
+    "StepFailedError",
+    "simulate",
+]
 
 
-class NewtonSummary(NamedTuple):
-    """Reduction of the step infos of a run (shapes: ensemble shape, or per saved interval).
+class Outcome(NamedTuple):
+    """The steps' outcomes reduced over a run or a saved interval (leaves: the ensemble shape).
 
-    `first_failure` is the index of the first step whose solve did not converge, −1 if none.
+    `result`: the `RESULTS` code of the first failed step (0, `successful`, if none);
+    `first_failure`: that step's index (−1 if none); `max_iterations`, `max_residual`: the
+    worst Newton solve. `all_converged` is `result == successful`.
     """
 
     max_iterations: jax.Array
     max_residual: jax.Array
-    all_converged: jax.Array
+    result: jax.Array
     first_failure: jax.Array
+
+    @property
+    def all_converged(self) -> jax.Array:
+        return self.result == RESULTS.successful
+
+
+NewtonSummary = Outcome  # the name of one release ago
 
 
 class Solution(NamedTuple):
-    """`ts (n_save,)`; `states` with leaves `(*ensemble, n_save, *event)`; `final_state`
-    (for a `Compensated` run, `states` are the rounded values and `final_state` the
-    `Compensated` pair to continue from); `newton`, the summary over the whole run
-    (`(*ensemble,)` leaves) and `newton_per_save` (`(*ensemble, n_save − 1)` leaves, one per
-    saved interval); `observations`, the observer's final carry (`(*ensemble, ...)` leaves;
-    `None` without an observer)."""
+    """`ts (n_save,)`; `states`: leaves `(*ensemble, n_save, *event)` (or what `save`
+    returned); `final_state` (for a `Compensated` run, `states` are the rounded values and
+    `final_state` the `Compensated` pair to continue from); `outcome`, over the whole run
+    (`(*ensemble,)` leaves), and `outcome_per_save` (`(*ensemble, n_save − 1)` leaves);
+    `observations`, the observer's final carry (`None` without an observer).
+
+    `result` is `outcome.result`. `newton` and `newton_per_save` are the names of one release
+    ago for `outcome` and `outcome_per_save` (kept for one release)."""
 
     ts: jax.Array
     states: Any
     final_state: Any
-    newton: NewtonSummary
-    newton_per_save: NewtonSummary
+    outcome: Outcome
+    outcome_per_save: Outcome
     observations: Any = None
 
+    @property
+    def result(self) -> jax.Array:
+        return self.outcome.result
 
-class AbstractObserver(eqx.Module):
-    """Something measured along a trajectory inside the scan, every step, with no host round
-    trip (event counts, Poincaré sections, running extrema). Its carry is a pytree of arrays of
-    fixed shapes; `simulate(..., observations0=solution.observations)` continues it."""
+    @property
+    def newton(self) -> Outcome:
+        return self.outcome
 
-    @abc.abstractmethod
-    def init(self, model, state0, t0):
-        """The carry before the first step."""
-
-    @abc.abstractmethod
-    def update(self, model, carry, state, next_state, t, dt):
-        """The carry after the step from `state` at `t` to `next_state` at `t + dt`."""
+    @property
+    def newton_per_save(self) -> Outcome:
+        return self.outcome_per_save
 
 
-class NewtonConvergenceError(RuntimeError):
-    """An implicit step's Newton solve did not converge (raised by `simulate(throw=True)`)."""
+class IncompatibleModelError(TypeError):
+    """The integrator does not integrate this kind of model (raised before tracing)."""
 
 
-def _no_failures(dtype) -> NewtonSummary:
-    return NewtonSummary(jnp.int32(0), jnp.zeros((), dtype), jnp.bool_(True), jnp.int32(-1))
+class StepFailedError(RuntimeError):
+    """A step failed (raised by `simulate(throw=True)`): the message names the cause, the
+    step, its time and the ensemble member, with advice for that cause."""
 
 
-def _accumulate(acc: NewtonSummary, info, k) -> NewtonSummary:
-    """Fold one step's `StepInfo` (step index `k`) into the running summary. Done in the scan
-    carry, so no per-step info is ever stored (at 10⁶ members × 10³ steps that would be GBs)."""
-    first = jnp.where((acc.first_failure < 0) & ~info.converged, k, acc.first_failure)
-    return NewtonSummary(
+NewtonConvergenceError = StepFailedError  # the name of one release ago
+
+
+# ----------------------------------------------------------------------------------------
+# Outcomes
+
+
+def _no_failures(dtype) -> Outcome:
+    return Outcome(jnp.int32(0), jnp.zeros((), dtype), code(RESULTS.successful), jnp.int32(-1))
+
+
+def _accumulate(acc: Outcome, info, k) -> Outcome:
+    """Fold one step's `StepInfo` (step index `k`) into the running outcome. Done in the
+    scan carry, so no per-step info is ever stored (at 10⁶ members × 10³ steps: GBs)."""
+    failed = info.result != RESULTS.successful
+    fresh = (acc.first_failure < 0) & failed
+    return Outcome(
         jnp.maximum(acc.max_iterations, info.iterations),
         jnp.maximum(acc.max_residual, info.residual),
-        acc.all_converged & info.converged,
-        first.astype(jnp.int32),
+        jnp.where(fresh, info.result, acc.result).astype(jnp.int32),
+        jnp.where(fresh, k, acc.first_failure).astype(jnp.int32),
     )
 
 
-def _combine(per_save: NewtonSummary) -> NewtonSummary:
-    failures = per_save.first_failure
-    has = failures >= 0
-    first = jnp.where(jnp.any(has), jnp.min(jnp.where(has, failures, jnp.iinfo(jnp.int32).max)), -1)
-    return NewtonSummary(
+def _combine(per_save: Outcome) -> Outcome:
+    """The outcome of consecutive intervals (leading axis): the first failed one's cause."""
+    failed = per_save.result != RESULTS.successful
+    first = jnp.argmax(failed)
+    return Outcome(
         jnp.max(per_save.max_iterations),
         jnp.max(per_save.max_residual),
-        jnp.all(per_save.all_converged),
-        first.astype(jnp.int32),
+        jnp.where(jnp.any(failed), per_save.result[first], 0).astype(jnp.int32),
+        jnp.where(jnp.any(failed), per_save.first_failure[first], -1).astype(jnp.int32),
     )
 
 
-def _run_one(integrator, observer, model, state0, obs0, t0, dt, n_save, save_every):
+# ----------------------------------------------------------------------------------------
+# The scans
+
+
+def _scan(f, init, length: int, checkpoint: bool):
+    """`lax.scan(f, init, None, length)`; with `checkpoint`, as ⌈length/b⌉ rematerialised
+    blocks of `b ≈ √length` steps, so that a reverse pass stores O(√length) carries instead of
+    every step's residuals (Griewank's two-level checkpointing)."""
+    if not checkpoint or length < 4:
+        return lax.scan(f, init, None, length=length)
+    b = math.isqrt(length - 1) + 1
+    q, r = divmod(length, b)
+
+    def block(carry, _):
+        return lax.scan(f, carry, None, length=b)
+
+    # prevent_cse=False: inside a scan, CSE across iterations is impossible anyway (jax docs)
+    carry, ys = lax.scan(jax.checkpoint(block, prevent_cse=False), init, None, length=q)
+    ys = jax.tree_util.tree_map(lambda y: y.reshape((q * b,) + y.shape[2:]), ys)
+    if r:
+        carry, tail = lax.scan(f, carry, None, length=r)
+        ys = jax.tree_util.tree_map(lambda a, c: jnp.concatenate([a, c]), ys, tail)
+    return carry, ys
+
+
+def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
+    n_save, save_every, checkpoint = spec
     dtype = jax.tree_util.tree_leaves(state0)[0].dtype
+    h = jnp.asarray(dt, dtype)
+    solver_state0 = integrator.init(model, state0, t0, h)
     if observer is not None and obs0 is None:
         obs0 = observer.init(model, value_of(state0), t0.astype(dtype))
 
+    def kept(k, state):
+        value = value_of(state)
+        return value if save is None else save((t0 + k * dt).astype(dtype), value)
+
+    def one(carry, _):
+        s, ss, k, acc, obs = carry
+        t = (t0 + k * dt).astype(dtype)
+        s1, ss1, info = integrator.step(model, s, ss, t, h)
+        if observer is not None:
+            obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
+        return (s1, ss1, k + 1, _accumulate(acc, info, k), obs), None
+
     def segment(carry, _):
-        state, k0, obs = carry
+        state, ss, k0, obs = carry
+        init = (state, ss, k0, _no_failures(dtype), obs)
+        (state, ss, k1, outcome, obs), _ = _scan(one, init, save_every, checkpoint)
+        return (state, ss, k1, obs), (kept(k1, state), outcome)
 
-        def one(c, _):
-            s, k, acc, obs = c
-            t = (t0 + k * dt).astype(dtype)
-            h = jnp.asarray(dt, dtype)
-            s1, info = integrator.step(model, s, t, h)
-            if observer is not None:
-                obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
-            return (s1, k + 1, _accumulate(acc, info, k), obs), None
-
-        init = (state, k0, _no_failures(dtype), obs)
-        (state, k1, summary, obs), _ = lax.scan(one, init, None, length=save_every)
-        return (state, k1, obs), (value_of(state), summary)
-
-    init = (state0, jnp.int32(0), obs0)
-    (final, _, obs), (saved, per_save) = lax.scan(segment, init, None, length=n_save)
+    if checkpoint:  # an outer block's recomputation then stores segment carries only
+        segment = jax.checkpoint(segment, prevent_cse=False)
+    init = (state0, solver_state0, jnp.int32(0), obs0)
+    (final, _, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
     states = jax.tree_util.tree_map(
-        lambda a, b: jnp.concatenate([a[None], b]), value_of(state0), saved
+        lambda a, b: jnp.concatenate([a[None], b]), kept(0, state0), saved
     )
     return states, final, per_save, obs
 
 
-def _event_ndims(model):
-    if hasattr(model, "state_event_ndims"):
-        return model.state_event_ndims()
-    raise TypeError(f"{type(model).__name__} does not declare state_event_ndims()")
+# ----------------------------------------------------------------------------------------
+# simulate
 
 
 def simulate(
@@ -142,26 +208,38 @@ def simulate(
     *,
     t0=0.0,
     save_every: int = 1,
+    save=None,
     model_axes=None,
     throw: bool = False,
     observer: AbstractObserver | None = None,
     observations0=None,
+    checkpoint: bool = True,
 ) -> Solution:
     """Integrate `n_steps` steps of size `dt` from `state0` at `t0`.
 
-    **Arguments:** `integrator` (an `AbstractIntegrator`); `model`; `state0` (leaves with
-    optional leading ensemble axes); `dt` (nonzero; negative runs backwards); `save_every`
-    (must divide `n_steps`); `model_axes` (`None`: one model for all members; `0` or a pytree
-    prefix: the model's ensemble axis, as `jax.vmap`'s `in_axes`); `throw` (raise
-    `NewtonConvergenceError` naming the step and member of the first failed solve. For large
-    ensembles prefer `throw=False` and inspect `solution.newton`); `observer` (an
+    **Arguments:** `integrator` (an `AbstractIntegrator`); `model` (an `AbstractModel`);
+    `state0` (leaves with optional leading ensemble axes); `dt` (nonzero; negative runs
+    backwards); `save_every` (must divide `n_steps`); `save` (optional `fn(t, state)` of one
+    member: what to keep at each saved time instead of the whole state, e.g. an observable);
+    `model_axes` (`None`: one model for all members; `0` or a pytree prefix: the model's
+    ensemble axis, as `jax.vmap`'s `in_axes`); `throw` (raise `StepFailedError` naming the
+    cause, step, time and member of the first failed step, also inside `jit`; for large
+    ensembles prefer `throw=False` and inspect `solution.outcome`); `observer` (an
     `AbstractObserver` updated every step inside the scan) and `observations0` (its carry to
-    continue from, e.g. the previous chunk's `solution.observations`). A
-    `compensated.Compensated` `state0` runs with compensated summation (methods with
-    `compensated_summation`).
+    continue from); `checkpoint` (default: a reverse pass through the run stores O(√n_steps)
+    states, recomputing the rest; `False` stores every step: less compute for short
+    horizons). A `compensated.Compensated` `state0` runs with compensated summation (methods
+    with `compensated_summation`).
 
-    **Raises:** `ValueError`/`TypeError` for bad shapes and values (non-finite or zero `dt`,
-    non-SPD inertia, non-orthonormal attitude, NaN in the state).
+    `dt`, `t0` and every array of the model and the state may be traced (`jit` arguments,
+    differentiated, `vmap`ped).
+
+    **Raises:** `IncompatibleModelError` (a `TypeError`) when the integrator does not
+    integrate this model, naming those that do; `ValueError` for bad shapes; `TypeError` for a
+    model parameter whose dtype is not the state's; `ValueError` for bad values (zero or
+    non-finite `dt`, non-SPD inertia, non-orthonormal attitude, NaN in the state) naming the
+    ensemble member — at once for concrete inputs, and from the compiled program (as a
+    `JaxRuntimeError` carrying the same message) for traced ones.
     """
     if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
@@ -170,8 +248,10 @@ def simulate(
             f"save_every must be a positive divisor of n_steps={n_steps}, got {save_every!r}"
         )
     n_save = n_steps // save_every
+    check_integrates(integrator, model)
 
-    ndims = _event_ndims(model)
+    ndims = model.state_event_ndims()
+    plain0 = value_of(state0)
     if isinstance(state0, Compensated):
         _check_compensated(integrator, state0)
         ndims = Compensated(ndims, ndims)
@@ -186,9 +266,12 @@ def simulate(
         )
     batch_shape = batch_shapes.pop()
     state0 = jax.tree_util.tree_unflatten(treedef, leaves)
-    _check_inputs(model, state0, dt, batch_shape)
-
+    plain0 = value_of(state0)
+    model.check_state_shapes(plain0)
     dtype = leaves[0].dtype
+    _check_dtypes(model, dtype)
+    _checks.apply(_value_checks(model, state0, dt))
+
     t0 = jnp.asarray(t0, dtype)
     ts = t0 + jnp.arange(n_save + 1, dtype=dtype) * jnp.asarray(dt, dtype) * save_every
 
@@ -204,7 +287,7 @@ def simulate(
         elif n_members != m:
             raise ValueError(f"state ensemble has {n_members} members but the model sweep has {m}")
 
-    run = _compiled_runner(n_save, save_every, model_axes, n_members is not None)
+    run = _compiled_runner((n_save, save_every, checkpoint), model_axes, n_members is not None)
     flat = jax.tree_util.tree_map(
         lambda x, e: x.reshape((n_members,) + x.shape[x.ndim - e :]) if n_members else x,
         state0,
@@ -215,17 +298,67 @@ def simulate(
         lambda x: jnp.reshape(x, (n_members,) + jnp.shape(x)[nb:]) if n_members else x,
         observations0,
     )
-    states, final, per_save, obs = run(integrator, observer, model, flat, flat_obs0, t0, dt)
+    states, final, per_save, obs = run(integrator, observer, save, model, flat, flat_obs0, t0, dt)
     unflat = lambda x: x.reshape(batch_shape + x.shape[1:]) if n_members else x  # noqa: E731
-    states = jax.tree_util.tree_map(unflat, states)
-    final = jax.tree_util.tree_map(unflat, final)
-    per_save = jax.tree_util.tree_map(unflat, per_save)
-    obs = jax.tree_util.tree_map(unflat, obs)
-    summary = _summary(per_save, batch_shape)
-    solution = Solution(ts, states, final, summary, per_save, obs)
+    states, final, per_save, obs = jax.tree_util.tree_map(unflat, (states, final, per_save, obs))
+    solution = Solution(ts, states, final, _summary(per_save, batch_shape), per_save, obs)
     if throw:
-        _raise_on_failure(solution, t0, dt)
+        _raise_on_failure(solution.outcome, t0, dt)
     return solution
+
+
+def check_integrates(integrator, model) -> None:
+    """`IncompatibleModelError` unless `integrator` integrates `model`, naming the methods
+    of the registry that do."""
+    if integrator.integrates(model):
+        return
+    from .integrators import methods_for
+
+    valid = methods_for(model)
+    raise IncompatibleModelError(
+        f"{integrator.name} does not integrate a {type(model).__name__} "
+        f"({integrator.model_requirement}); methods that do: {', '.join(valid) or 'none'}"
+    )
+
+
+def _value_checks(model, state0, dt) -> list[Check]:
+    dt = jnp.asarray(dt)
+    checks = [
+        Check(
+            jnp.asarray(dt.ndim != 0), f"dt must be a finite nonzero scalar, got shape {dt.shape}"
+        )
+    ]
+    if dt.ndim == 0:
+        checks.append(
+            Check(~jnp.isfinite(dt) | (dt == 0), "dt must be a finite nonzero scalar", dt)
+        )
+    checks += model.parameter_checks() + model.state_checks(value_of(state0))
+    if isinstance(state0, Compensated):
+        bad = [~jnp.isfinite(e) for e in jax.tree_util.tree_leaves(state0.error)]
+        checks.append(
+            Check(
+                jnp.any(jnp.stack([jnp.any(b) for b in bad])),
+                "Compensated state's error contains NaN or inf",
+            )
+        )
+    return checks
+
+
+def _check_dtypes(model, dtype) -> None:
+    """Mixed precision is refused, not silently promoted: a float64 inertia would make a
+    float32 run's scan carry change type deep inside `lax.scan`."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
+        leaf_dtype = getattr(leaf, "dtype", None)
+        if leaf_dtype is None or not jnp.issubdtype(leaf_dtype, jnp.floating):
+            continue
+        if getattr(leaf, "weak_type", False) or leaf_dtype == dtype:
+            continue
+        name = jax.tree_util.keystr(path)
+        raise TypeError(
+            f"model parameter {type(model).__name__}{name} is {leaf_dtype} but the state is "
+            f"{dtype}: cast one, e.g. jax.tree.map(lambda x: x.astype(jnp.{dtype}), model) "
+            "(jaxrigid computes in the state's dtype and does not promote silently)"
+        )
 
 
 def _leaves_with_axes(model, model_axes):
@@ -251,29 +384,28 @@ def _leaves_with_axes(model, model_axes):
 _RUNNERS: dict = {}
 
 
-def _compiled_runner(n_save, save_every, model_axes, batched):
+def _compiled_runner(spec, model_axes, batched):
     key = (
-        n_save,
-        save_every,
+        spec,
         batched,
         jax.tree_util.tree_structure(model_axes),
         tuple(jax.tree_util.tree_leaves(model_axes)),
     )
     if key not in _RUNNERS:
 
-        def run(integrator, observer, model, state0, obs0, t0, dt):
+        def run(integrator, observer, save, model, state0, obs0, t0, dt):
             def f(m, s, o):
-                return _run_one(integrator, observer, m, s, o, t0, dt, n_save, save_every)
+                return _run_one(integrator, observer, save, m, s, o, t0, dt, spec)
 
             if batched:
                 f = jax.vmap(f, in_axes=(model_axes, 0, 0))
             return f(model, state0, obs0)
 
-        _RUNNERS[key] = jax.jit(run)
+        _RUNNERS[key] = jax.jit(run, static_argnums=2)
     return _RUNNERS[key]
 
 
-def _summary(per_save: NewtonSummary, batch_shape) -> NewtonSummary:
+def _summary(per_save: Outcome, batch_shape) -> Outcome:
     nd = len(batch_shape)
     if nd == 0:
         return _combine(per_save)
@@ -282,32 +414,58 @@ def _summary(per_save: NewtonSummary, batch_shape) -> NewtonSummary:
     return jax.tree_util.tree_map(lambda x: x.reshape(batch_shape), out)
 
 
-def _raise_on_failure(solution: Solution, t0, dt):
-    summary = solution.newton
-    if not is_concrete(summary):
-        raise TypeError(
-            "simulate(throw=True) must be called outside jit; use throw=False "
-            "and inspect solution.newton inside jit"
-        )
-    failed = ~np.asarray(summary.all_converged)
-    if failed.any():
-        first = np.asarray(summary.first_failure)
-        member = tuple(int(i) for i in np.argwhere(failed)[0]) if failed.ndim else ()
-        step = int(first[member]) if member else int(first)
-        who = f" of ensemble member {member[0] if len(member) == 1 else member}" if member else ""
-        raise NewtonConvergenceError(
-            f"Newton did not converge at step {step} (t = {float(t0) + step * float(dt):.6g})"
-            f"{who}; {int(failed.sum())} of {failed.size} trajectories had failed steps. "
-            "Try a smaller dt or a larger Newton(max_steps=...)."
-        )
+# ----------------------------------------------------------------------------------------
+# throw=True
+
+
+def failure_message(result, step, t, member, count, size) -> str:
+    """The message of `StepFailedError`: cause, step, time, member, and advice."""
+    cause = RESULTS(int(result))
+    who = ""
+    if member is not None:
+        who = f" of ensemble member {member}"
+    text = f"step {int(step)} (t = {float(t):.6g}){who} failed: {cause.name}"
+    if size > 1:
+        text += f" ({int(count)} of {int(size)} trajectories had failed steps)"
+    return f"{text}. {cause.advice}."
+
+
+def _raise_on_failure(outcome: Outcome, t0, dt):
+    shape = jnp.shape(outcome.result)
+    failed = (outcome.result != RESULTS.successful).reshape(-1)
+    first = jnp.argmax(failed)
+    result = outcome.result.reshape(-1)[first]
+    step = outcome.first_failure.reshape(-1)[first]
+    t = t0 + step * jnp.asarray(dt, t0.dtype)
+    reduced = (jnp.any(failed), first, jnp.sum(failed), result, step, t)
+
+    def host(any_failed, first, count, result, step, t):
+        if not np.asarray(any_failed).any():
+            return
+        if np.ndim(any_failed):  # under a caller's vmap: report its first failing row
+            i = np.unravel_index(int(np.argmax(any_failed)), np.shape(any_failed))
+            first, count, result, step, t = (
+                np.asarray(a)[i] for a in (first, count, result, step, t)
+            )
+        member = None
+        if shape:
+            idx = np.unravel_index(int(first), shape)
+            member = int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
+        size = int(np.prod(shape)) if shape else 1
+        raise StepFailedError(failure_message(result, step, t, member, count, size))
+
+    if is_concrete(reduced):
+        host(*(np.asarray(r) for r in reduced))
+    else:
+        jax.debug.callback(host, *reduced)
 
 
 def _check_compensated(integrator, state0):
     if not getattr(integrator, "compensated_summation", False):
         raise TypeError(
-            f"{getattr(integrator, 'name', type(integrator).__name__)} does not advance a "
-            "Compensated state (integrator.compensated_summation is False); pass the plain "
-            "state, or use a method that does (e.g. IMIDM)"
+            f"{integrator.name} does not advance a Compensated state "
+            "(integrator.compensated_summation is False); pass the plain state, or use a "
+            "method that does (e.g. IMIDM)"
         )
     value, error = state0
     v_struct, e_struct = (jax.tree_util.tree_structure(x) for x in (value, error))
@@ -317,65 +475,3 @@ def _check_compensated(integrator, state0):
             "Compensated(value, error) needs value and error of the same structure and shapes; "
             f"got {v_struct} {shapes(value)} and {e_struct} {shapes(error)}"
         )
-    if is_concrete(error) and not all(
-        np.isfinite(np.asarray(a)).all() for a in jax.tree_util.tree_leaves(error)
-    ):
-        raise ValueError("Compensated state's error contains NaN or inf")
-
-
-def _check_inputs(model, state0, dt, batch_shape):
-    state0 = value_of(state0)
-    if is_concrete(dt):
-        dt_val = np.asarray(dt)
-        if dt_val.ndim or not np.isfinite(dt_val) or dt_val == 0:
-            raise ValueError(f"dt must be a finite nonzero scalar, got {dt!r}")
-    if isinstance(model, RigidBody):
-        check_rigid_body(model)
-        check_rigid_body_state(state0)
-    elif hasattr(model, "check_state"):  # other models validate their own states
-        model.check_state(state0)
-
-
-def check_rigid_body(model: RigidBody):
-    """Inertia `(…, 3, 3)` finite, symmetric and positive definite."""
-    inertia = model.inertia
-    if inertia.shape[-2:] != (3, 3):
-        raise ValueError(f"inertia must have shape (..., 3, 3), got {inertia.shape}")
-    if not is_concrete(inertia):
-        return
-    I = np.asarray(inertia)
-    eps = np.finfo(I.dtype).eps
-    scale = np.max(np.abs(I), axis=(-2, -1))
-    finite = np.isfinite(I).all(axis=(-2, -1))
-    require(I, ~finite, "inertia contains NaN or inf")
-    asym = np.max(np.abs(I - np.swapaxes(I, -1, -2)), axis=(-2, -1)) > 100 * eps * scale
-    require(I, asym, "inertia must be symmetric (to 100 eps of its largest entry)")
-    eig = np.linalg.eigvalsh(0.5 * (I + np.swapaxes(I, -1, -2)))
-    require(
-        I,
-        eig[..., 0] <= 0,
-        f"inertia must be positive definite; smallest eigenvalue(s) {eig[..., 0].min():.3g}",
-    )
-
-
-def check_rigid_body_state(state):
-    """`R (…, 3, 3)` a rotation to √eps, `Pi (…, 3)` finite."""
-    R, Pi = state
-    if R.shape[-2:] != (3, 3) or Pi.shape[-1:] != (3,) or R.shape[:-2] != Pi.shape[:-1]:
-        raise ValueError(
-            f"rigid-body state needs R (..., 3, 3) and Pi (..., 3), got {R.shape}, {Pi.shape}"
-        )
-    if not is_concrete(R, Pi):
-        return
-    Rn, Pn = np.asarray(R), np.asarray(Pi)
-    require(
-        R,
-        ~(np.isfinite(Rn).all(axis=(-2, -1)) & np.isfinite(Pn).all(axis=-1)),
-        "initial state contains NaN or inf",
-    )
-    tol = np.sqrt(np.finfo(Rn.dtype).eps)
-    err = np.asarray(so3.orthogonality_error(R))
-    require(R, err > tol, f"R0 is not orthonormal: ‖RᵀR − 1‖ = {err.max():.3g} > {tol:.2g}")
-    require(
-        R, np.linalg.det(Rn) <= 0, "R0 has a negative determinant (a reflection, not a rotation)"
-    )

@@ -72,8 +72,8 @@ def test_a_compensated_step_is_the_plain_step_plus_its_rounding(name, case_name)
     model, s0 = problem(case_name)
     dt = 0.01
     integrator = method(name)
-    plain, _ = jax.jit(integrator.step)(model, s0, 0.0, dt)
-    comp, info = jax.jit(integrator.step)(model, compensate(s0), 0.0, dt)
+    plain, _ = jax.jit(integrator.advance)(model, s0, 0.0, dt)
+    comp, info = jax.jit(integrator.advance)(model, compensate(s0), 0.0, dt)
     assert isinstance(comp, Compensated) and bool(info.converged)
     eps = np.finfo(np.float64).eps
     kept = False

@@ -177,11 +177,17 @@ def test_bad_director_states_are_rejected(standard, bad, message):
 
 
 def test_bad_bodies_and_models_are_rejected():
-    with pytest.raises(ValueError, match="SPD"):
+    with pytest.raises(ValueError, match="positive definite"):
         D.check_director_body(D.DirectorRigidBody(jnp.diag(jnp.array([1.0, 1.0, -1.0]))))
     with pytest.raises(ValueError, match="principal"):
         D.check_director_body(
             D.DirectorRigidBody(D.euler_coefficients(J_GENERIC), nontwisting=True)
         )
-    with pytest.raises(TypeError, match="DirectorRigidBody"):
-        em.EnergyMomentumAVF().step(jr.RigidBody(J_GENERIC), None, 0.0, 0.1)
+    with pytest.raises(jr.IncompatibleModelError, match="DirectorRigidBody"):
+        jr.simulate(
+            em.EnergyMomentumAVF(),
+            jr.RigidBody(J_GENERIC),
+            jr.RigidBodyState(jnp.eye(3), jnp.ones(3)),
+            0.1,
+            1,
+        )

@@ -33,7 +33,7 @@ def _drifts(name):
     pi_drift = jnp.max(jnp.linalg.norm(pi - pi[:1], axis=-1)) / jnp.linalg.norm(pi[0])
     K = inv["K"]
     # TRAP's 'midpoint' energy (§3.5): K after a forward-Euler half step from each station.
-    half = jax.vmap(lambda s: ForwardEuler().step(model, s, 0.0, DT / 2)[0])
+    half = jax.vmap(lambda s: ForwardEuler().advance(model, s, 0.0, DT / 2)[0])
     K_mid = model.kinetic_energy(half(sol.states).Pi)
     return {
         "K": float(jnp.max(jnp.abs(K - K[0])) / K[0]),

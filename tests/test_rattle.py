@@ -116,8 +116,8 @@ def test_symmetric_step_is_reversible():
     """Step forward by h, back by −h: the start again, to round-off (RATTLE is symmetric)."""
     model, state0 = top()
     integrator = RATTLE()
-    s1, info1 = integrator.step(model, state0, 0.0, 0.005)
-    s2, info2 = integrator.step(model, s1, 0.005, -0.005)
+    s1, info1 = integrator.advance(model, state0, 0.0, 0.005)
+    s2, info2 = integrator.advance(model, s1, 0.005, -0.005)
     assert bool(info1.converged) and bool(info2.converged)
     # 1e-13 relative: two Newton solves at eps^(3/4) tolerance (squared) and rounding of |P| ~ 500
     assert np.max(np.abs(s2.R - state0.R)) < 1e-13

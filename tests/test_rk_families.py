@@ -83,7 +83,7 @@ def test_measured_order(name, problem):
 def _step_jacobian(integrator, model, state, dt):
     def flow(y):
         n = y.shape[0] // 2
-        out, _ = integrator.step(model, CanonicalState(y[:n], y[n:]), 0.0, dt)
+        out, _ = integrator.advance(model, CanonicalState(y[:n], y[n:]), 0.0, dt)
         return jnp.concatenate([out.q, out.p])
 
     y = jnp.concatenate([state.q, state.p])

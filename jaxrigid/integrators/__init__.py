@@ -64,6 +64,23 @@ METHODS_BY_FAMILY = {
 }
 
 
+REGISTRY = tuple(
+    (name, factory) for methods in METHODS_BY_FAMILY.values() for name, factory in methods.items()
+)
+"""Every integrator by canonical name, with a zero-argument factory (a name may recur: the
+coupled-bodies DMV shares its paper's name with the single-body one). Which model each
+integrates is its own class fact (`integrates`), so a model's methods are found by asking."""
+
+
+def methods_for(model) -> list[str]:
+    """The canonical names of the registered integrators that integrate `model`."""
+    names = []
+    for name, factory in REGISTRY:
+        if name not in names and factory().integrates(model):
+            names.append(name)
+    return names
+
+
 def get_method(name: str, family: str = "rigid_body"):
     """A fresh integrator by (case-insensitive) name; `ValueError` listing the valid names."""
     methods = METHODS_BY_FAMILY[family]

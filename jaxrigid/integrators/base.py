@@ -1,9 +1,14 @@
-"""The stepper contract: `step(model, state, t, dt) -> (new_state, StepInfo)`.
+"""The integrator contract (DESIGN.md "The contracts"):
+
+    init(model, state0, t0, dt) -> solver_state
+    step(model, state, solver_state, t, dt) -> (state, solver_state, StepInfo)
 
 An integrator is a frozen `equinox.Module`; its solver settings are fields and what it is
-(order, symmetry, what it preserves) are class-level facts, so tests and the CLI can run over
-a registry of all of them. A step is a pure function of its arguments: it jits, vmaps over
-states and model parameters, and differentiates.
+(order, symmetry, what it preserves, which models it integrates) are class-level facts, so
+tests and the CLI can run over a registry of all of them. The solver state carries what a
+method reuses between steps (`None` for the methods that reuse nothing). A step is a pure
+function of its arguments: it jits, vmaps over states and model parameters, and
+differentiates.
 """
 
 from __future__ import annotations
@@ -43,7 +48,9 @@ class AbstractIntegrator(eqx.Module):
     (self-adjoint), `implicit`, and `preserves`: the quantities kept to round-off in the
     absence of forcing — `"K"` kinetic energy, `"pi"` the spatial momentum vector `RΠ`
     (invariants `pi1..3`), `"RtR_error"` orthogonality, `"K_midpoint"` TRAP's midpoint energy
-    (Krysl §3.5: `K` after a forward-Euler half step).
+    (Krysl §3.5: `K` after a forward-Euler half step); `model_types`, the model classes it
+    integrates (`integrates(model)` may narrow that further, e.g. to the torques a method
+    takes, and `model_requirement` says so in words).
     """
 
     name: ClassVar[str]
@@ -52,12 +59,33 @@ class AbstractIntegrator(eqx.Module):
     implicit: ClassVar[bool] = False
     preserves: ClassVar[frozenset[str]] = frozenset()
     reference: ClassVar[str] = ""
+    model_types: ClassVar[tuple[type, ...]] = ()
     torque_free_only: ClassVar[bool] = False  # e.g. DMV: the free rigid body only
     compensated_summation: ClassVar[bool] = False  # advances a `compensated.Compensated` state
 
+    @property
+    def model_requirement(self) -> str:
+        """What `integrates` asks of a model, in words."""
+        return "it integrates " + " or ".join(t.__name__ for t in self.model_types)
+
+    def integrates(self, model) -> bool:
+        """Whether this method applies to `model` (by default: its type is a `model_types`)."""
+        return isinstance(model, self.model_types)
+
+    def init(self, model, state0, t0, dt):
+        """The solver state before the first step (`None`: nothing reused between steps)."""
+        del model, state0, t0, dt
+        return None
+
     @abc.abstractmethod
-    def step(self, model, state, t, dt):
-        """Advance `state` at time `t` by `dt`. Returns `(new_state, StepInfo)`."""
+    def step(self, model, state, solver_state, t, dt):
+        """Advance `state` at time `t` by `dt`. Returns `(state, solver_state, StepInfo)`."""
+
+    def advance(self, model, state, t, dt):
+        """One step from a fresh solver state: `(state, StepInfo)`. The `step(model, state,
+        t, dt)` of one release ago (kept for one release)."""
+        state1, _, info = self.step(model, state, self.init(model, state, t, dt), t, dt)
+        return state1, info
 
 
 class AbstractImplicitIntegrator(AbstractIntegrator):

@@ -17,6 +17,7 @@ from typing import ClassVar
 import equinox as eqx
 from jax.flatten_util import ravel_pytree
 
+from ..models.hamiltonian import HamiltonianSystem
 from ..newton import Newton
 from . import tableau as tb
 from .base import AbstractTableauIntegrator
@@ -27,6 +28,8 @@ class AbstractHamiltonianTableauIntegrator(AbstractTableauIntegrator):
     """A tableau method for Hamiltonian systems: symmetric and symplectic as its tableau is,
     and then keeping Kepler's angular momentum `L` (a quadratic, resp. bilinear `qᵀBp`,
     invariant) to round-off (GNI Thms. IV.2.2–2.3)."""
+
+    model_types: ClassVar[tuple[type, ...]] = (HamiltonianSystem,)
 
     @property
     def symmetric(self) -> bool:  # type: ignore[override]
@@ -54,14 +57,14 @@ class RungeKutta(AbstractHamiltonianTableauIntegrator):
     tableau: tb.ButcherTableau = eqx.field(default=tb.RK4, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         y0, unravel = ravel_pytree(state)
 
         def F(tau, y):
             return ravel_pytree(model.vector_field(t + tau, unravel(y)))[0]
 
         y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
-        return unravel(y1), info
+        return unravel(y1), solver_state, info
 
 
 def _rk(table):

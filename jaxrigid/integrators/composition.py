@@ -39,14 +39,28 @@ class Composition(AbstractIntegrator):
     def compensated_summation(self) -> bool:  # type: ignore[override]
         return all(i.compensated_summation for i in self.integrators)
 
-    def step(self, model, state, t, dt):
-        infos = []
-        for integrator, gamma in zip(self.integrators, self.fractions):
+    @property
+    def model_requirement(self) -> str:  # type: ignore[override]
+        return "every composed method must integrate it"
+
+    def integrates(self, model) -> bool:
+        return all(i.integrates(model) for i in self.integrators)
+
+    def init(self, model, state0, t0, dt):
+        return tuple(
+            i.init(model, state0, t0, gamma * dt)
+            for i, gamma in zip(self.integrators, self.fractions)
+        )
+
+    def step(self, model, state, solver_state, t, dt):
+        infos, states = [], []
+        for integrator, ss, gamma in zip(self.integrators, solver_state, self.fractions):
             h = gamma * dt
-            state, info = integrator.step(model, state, t, h)
+            state, ss, info = integrator.step(model, state, ss, t, h)
             infos.append(info)
+            states.append(ss)
             t = t + h
-        return state, merge_infos(infos)
+        return state, tuple(states), merge_infos(infos)
 
 
 def triple_jump(integrator) -> Composition:

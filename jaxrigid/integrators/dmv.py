@@ -100,7 +100,7 @@ import jax.numpy as jnp
 
 from .. import _linalg
 from ..lie import so3
-from ..models.rigid_body import HeavyTopPotential, RigidBodyState
+from ..models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
 
@@ -141,6 +141,19 @@ def solve_moser_veselov(newton: Newton, inertia, h_momentum):
     return solve_on_branch(newton, residual, guess, jnp.zeros_like(guess))
 
 
+def _free_or_heavy_top(model) -> bool:
+    return isinstance(model, RigidBody) and (
+        model.torque is None
+        and (model.potential is None or isinstance(model.potential, HeavyTopPotential))
+    )
+
+
+_DMV_REQUIREMENT = (
+    "it integrates the free rigid body and the heavy top (a RigidBody without a torque "
+    "function, whose potential is None or a HeavyTopPotential)"
+)
+
+
 def heavy_top_gravity(model, name):
     """The model's `HeavyTopPotential` (`None` for a free body); `ValueError` for any other
     potential or torque."""
@@ -173,6 +186,12 @@ class DMVBody(AbstractImplicitIntegrator):
     free step (see the module docstring)."""
 
     name: ClassVar[str] = "DMV-body"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    model_requirement: ClassVar[str] = _DMV_REQUIREMENT
+
+    def integrates(self, model) -> bool:
+        return _free_or_heavy_top(model)
+
     torque_free_only: ClassVar[bool] = True
     accepted_torques: ClassVar[frozenset[str]] = frozenset({"heavy_top"})
     order: ClassVar[int] = 2
@@ -181,7 +200,7 @@ class DMVBody(AbstractImplicitIntegrator):
     reference: ClassVar[str] = _REF + ", eqs. (21)–(22), (46); McLachlan & Zanna (2005)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         del t
         gravity = heavy_top_gravity(model, self.name)
         R, Pi = state
@@ -193,7 +212,7 @@ class DMVBody(AbstractImplicitIntegrator):
         Pi1 = Pi + cayley_minus_identity(-c) @ Pi
         if gravity is not None:
             Pi1 = Pi1 + 0.5 * dt * body_gravity_torque(gravity, R1)
-        return RigidBodyState(R1, Pi1), info
+        return RigidBodyState(R1, Pi1), solver_state, info
 
 
 class DMVSpatial(AbstractImplicitIntegrator):
@@ -204,6 +223,12 @@ class DMVSpatial(AbstractImplicitIntegrator):
     Table 4): half kicks `π ± ½h up × χ` with the advected centre of mass `χ_{k+1} = ω χ_k`."""
 
     name: ClassVar[str] = "DMV-spatial"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    model_requirement: ClassVar[str] = _DMV_REQUIREMENT
+
+    def integrates(self, model) -> bool:
+        return _free_or_heavy_top(model)
+
     torque_free_only: ClassVar[bool] = True
     accepted_torques: ClassVar[frozenset[str]] = frozenset({"heavy_top"})
     order: ClassVar[int] = 2
@@ -212,7 +237,7 @@ class DMVSpatial(AbstractImplicitIntegrator):
     reference: ClassVar[str] = _REF + ", eqs. (29)–(30), (51), Appendix B; McLachlan & Zanna (2005)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         del t
         gravity = heavy_top_gravity(model, self.name)
         R, Pi = state
@@ -236,7 +261,7 @@ class DMVSpatial(AbstractImplicitIntegrator):
         # steps); R_{k+1}⁻¹π still drifts 6e-12 in 10⁵ steps; this form stays at 1e-14 like
         # the body form.
         Pi1 = Pi + _linalg.inv3(R) @ (kick + cayley_minus_identity(-c) @ pi)
-        return RigidBodyState(R1, Pi1), info
+        return RigidBodyState(R1, Pi1), solver_state, info
 
 
 DMV_METHODS = {cls.name: cls for cls in (DMVBody, DMVSpatial)}

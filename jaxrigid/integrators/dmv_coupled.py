@@ -67,11 +67,6 @@ from .dmv import cayley_minus_identity, mass_matrix
 _REF = "Dixon, discrete Moser–Veselov integrators, §8"
 
 
-def _require_coupled(model, name):
-    if not isinstance(model, CoupledBodies):
-        raise TypeError(f"{name} (coupled bodies) needs a CoupledBodies model, got {type(model)}")
-
-
 def _solve(newton, residual, guess):
     c, info = solve_on_branch(newton, residual, guess, jnp.zeros_like(guess))
     return c[:3], c[3:], info
@@ -100,15 +95,15 @@ class DMVCoupledBody(AbstractImplicitIntegrator):
     `Λ ← W_1ᵀΛW_2`, `Π_i` from the end-of-step Legendre transform."""
 
     name: ClassVar[str] = "DMV-body"
+    model_types: ClassVar[tuple[type, ...]] = (CoupledBodies,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
     reference: ClassVar[str] = _REF + ", (52)–(60), Table 5 (derived anew)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         del t
-        _require_coupled(model, self.name)
         R, Lam, Pi = state
         J = jnp.stack([mass_matrix(I) for I in model.augmented_inertia()])
         d, eps = model.joint, model.reduced_mass
@@ -125,7 +120,7 @@ class DMVCoupledBody(AbstractImplicitIntegrator):
         p1, p2 = body_end_momenta(J, d, eps, Lam, E1, E2)
         A = Lam + Lam @ E2  # Λ W_2
         Lam1 = A + E1.T @ A  # W_1ᵀ Λ W_2
-        return CoupledBodiesState(R + R @ E1, Lam1, jnp.stack([p1, p2]) / dt), info
+        return CoupledBodiesState(R + R @ E1, Lam1, jnp.stack([p1, p2]) / dt), solver_state, info
 
 
 class DMVCoupledSpatial(AbstractImplicitIntegrator):
@@ -135,15 +130,15 @@ class DMVCoupledSpatial(AbstractImplicitIntegrator):
     `R_i ← ω_iR_i`. The same map as `DMVCoupledBody` in exact arithmetic."""
 
     name: ClassVar[str] = "DMV-spatial"
+    model_types: ClassVar[tuple[type, ...]] = (CoupledBodies,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
     reference: ClassVar[str] = _REF + ", (61)–(67), Table 6 (derived anew)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         del t
-        _require_coupled(model, self.name)
         R1, Lam, Pi = state
         R2 = R1 @ Lam
         Rs = (R1, R2)
@@ -178,7 +173,7 @@ class DMVCoupledSpatial(AbstractImplicitIntegrator):
         # Λ_{k+1} = R_1ᵀω_1ᵀω_2R_2 = Λ + R_1⁻¹(ω_1ᵀω_2 − 1)R_2.
         G = F1.T + F2 + F1.T @ F2
         Lam1 = Lam + _linalg.inv3(R1) @ (G @ R2)
-        return CoupledBodiesState(R1 + F1 @ R1, Lam1, Pi1), info
+        return CoupledBodiesState(R1 + F1 @ R1, Lam1, Pi1), solver_state, info
 
 
 DMV_COUPLED_METHODS = {cls.name: cls for cls in (DMVCoupledBody, DMVCoupledSpatial)}

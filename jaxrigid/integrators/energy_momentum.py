@@ -163,20 +163,19 @@ class EnergyMomentumAVF(AbstractImplicitIntegrator):
     symmetric; keeps `K` and (standard body) `π` to round-off without load."""
 
     name: ClassVar[str] = "EM-AVF"
+    model_types: ClassVar[tuple[type, ...]] = (DirectorRigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"K", "pi"})
     reference: ClassVar[str] = "Gebhardt & Romero (2020), §5, eqs. (86)–(95)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
-        if not isinstance(model, DirectorRigidBody):
-            raise TypeError(f"{self.name} integrates a DirectorRigidBody, got {type(model)}")
+    def step(self, model, state, solver_state, t, dt):
         c, info = self.newton.solve(
             lambda c: reduced_residual(model, state, t, dt, c), _guess(model, state, dt)
         )
         dq = increment(state, c)
-        return DirectorState(state.q + dq, (2.0 / dt) * dq - state.v), info
+        return DirectorState(state.q + dq, (2.0 / dt) * dq - state.v), solver_state, info
 
 
 ENERGY_MOMENTUM_METHODS = {EnergyMomentumAVF.name: EnergyMomentumAVF}

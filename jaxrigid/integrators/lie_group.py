@@ -26,7 +26,7 @@ from .. import results
 from .._linalg import cross, matmul
 from ..compensated import advance, value_of
 from ..lie import so3
-from ..models.rigid_body import RigidBodyState
+from ..models.rigid_body import RigidBody, RigidBodyState
 from ..newton import Newton
 from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, AbstractIntegrator, explicit_info, solve_on_branch
@@ -92,26 +92,32 @@ class ForwardEuler(AbstractIntegrator):
     """Forward Euler on the incremental form, Krysl eq. (11). Explicit, first order."""
 
     name: ClassVar[str] = "fE"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (11)"
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         Pi1 = Pi + dt * _rhs(model, t, R, Pi)
-        return RigidBodyState(_rot(R, dt * _omega(model, Pi)), Pi1), explicit_info(Pi.dtype)
+        return (
+            RigidBodyState(_rot(R, dt * _omega(model, Pi)), Pi1),
+            solver_state,
+            explicit_info(Pi.dtype),
+        )
 
 
 class BackwardEuler(AbstractImplicitIntegrator):
     """Backward Euler on the incremental form, Krysl eq. (12). Implicit, first order."""
 
     name: ClassVar[str] = "bE"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (12)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
 
         def residual(Pi1):
@@ -119,38 +125,40 @@ class BackwardEuler(AbstractImplicitIntegrator):
             return Pi1 - Pi - dt * _rhs(model, t + dt, R1, Pi1)
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), info
+        return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), solver_state, info
 
 
 class ForwardEulerMomentum(AbstractIntegrator):
     """Momentum-conserving forward Euler, Krysl eq. (18): `Π₁ = exp(−Ψ)(Π₀ + hT₀)`, `Ψ = hΩ₀`."""
 
     name: ClassVar[str] = "fEM"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (18)"
 
     compensated_summation: ClassVar[bool] = True
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = value_of(state)
         psi = dt * _omega(model, Pi)
         forcing = None  # exp(−Ψ)(Π₀ + hT₀) = Π₀ + (exp(−Ψ) − 1)Π₀ + h exp(−Ψ)T₀
         if model.has_torque:
             forcing = RigidBodyState(None, dt * so3.rotate_exp(-psi, _torque(model, t, R, Pi)))
-        return advance(state, _rotation(psi), forcing), explicit_info(Pi.dtype)
+        return advance(state, _rotation(psi), forcing), solver_state, explicit_info(Pi.dtype)
 
 
 class BackwardEulerMomentum(AbstractImplicitIntegrator):
     """Momentum-conserving backward Euler, Krysl eq. (19): `Π₁ = exp(−Ψ)Π₀ + hT₁`, `Ψ = hΩ₁`."""
 
     name: ClassVar[str] = "bEM"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (19)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
 
         def residual(Pi1):
@@ -158,7 +166,7 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * _torque(model, t + dt, _rot(R, psi), Pi1)
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), info
+        return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), solver_state, info
 
 
 # ----------------------------------------------------------------------------------------
@@ -170,6 +178,7 @@ class TRAP(AbstractImplicitIntegrator):
     conserves the 'midpoint' kinetic energy (§3.5), not spatial momentum."""
 
     name: ClassVar[str] = "TRAP"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({_RTR, "K_midpoint"})
@@ -177,7 +186,7 @@ class TRAP(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         h, m = 0.5 * dt, self.max_angle
         A = Pi + h * _rhs(model, t, R, Pi)
@@ -190,7 +199,11 @@ class TRAP(AbstractImplicitIntegrator):
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         psi1 = h * _omega(model, Pi1)
-        return RigidBodyState(_rot(R_half, psi1, m), Pi1), _promise_kept(info, m, psi0, psi1)
+        return (
+            RigidBodyState(_rot(R_half, psi1, m), Pi1),
+            solver_state,
+            _promise_kept(info, m, psi0, psi1),
+        )
 
 
 class IMID(AbstractImplicitIntegrator):
@@ -198,6 +211,7 @@ class IMID(AbstractImplicitIntegrator):
     kinetic energy exactly in torque-free motion (eqs. 15–16), not spatial momentum."""
 
     name: ClassVar[str] = "IMID"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({_K, _RTR})
@@ -205,7 +219,7 @@ class IMID(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         h, m = 0.5 * dt, self.max_angle
 
@@ -216,7 +230,11 @@ class IMID(AbstractImplicitIntegrator):
         Pi_bar, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
         psi = dt * _omega(model, Pi_bar)
         # Π_n = Π_{n−1} − Δt Ω̄×Π̄ + Δt T_{n−1/2} = 2Π̄ − Π_{n−1} by (15).
-        return RigidBodyState(_rot(R, psi, m), 2.0 * Pi_bar - Pi), _promise_kept(info, m, psi)
+        return (
+            RigidBodyState(_rot(R, psi, m), 2.0 * Pi_bar - Pi),
+            solver_state,
+            _promise_kept(info, m, psi),
+        )
 
 
 class TRAPM(AbstractImplicitIntegrator):
@@ -224,6 +242,7 @@ class TRAPM(AbstractImplicitIntegrator):
     conserves spatial momentum in torque-free motion."""
 
     name: ClassVar[str] = "TRAPM"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
@@ -231,7 +250,7 @@ class TRAPM(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         h, m = 0.5 * dt, self.max_angle
         psi0 = h * _omega(model, Pi)
@@ -245,7 +264,11 @@ class TRAPM(AbstractImplicitIntegrator):
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
         psi1 = h * _omega(model, Pi1)
-        return RigidBodyState(_rot(R_half, psi1, m), Pi1), _promise_kept(info, m, psi0, psi1)
+        return (
+            RigidBodyState(_rot(R_half, psi1, m), Pi1),
+            solver_state,
+            _promise_kept(info, m, psi0, psi1),
+        )
 
 
 class IMIDM(AbstractImplicitIntegrator):
@@ -258,6 +281,7 @@ class IMIDM(AbstractImplicitIntegrator):
     """
 
     name: ClassVar[str] = "IMIDM"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
@@ -267,7 +291,7 @@ class IMIDM(AbstractImplicitIntegrator):
 
     compensated_summation: ClassVar[bool] = True
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = value_of(state)
         h, m = 0.5 * dt, self.max_angle
 
@@ -284,7 +308,7 @@ class IMIDM(AbstractImplicitIntegrator):
         if model.has_torque:
             T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
             forcing = RigidBodyState(None, dt * so3.rotate_exp(-half_psi, T, m))
-        return advance(state, _rotation(psi, m), forcing), _promise_kept(info, m, psi)
+        return advance(state, _rotation(psi, m), forcing), solver_state, _promise_kept(info, m, psi)
 
 
 for _method in (TRAP, IMID, TRAPM, IMIDM):

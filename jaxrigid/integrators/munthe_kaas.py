@@ -27,7 +27,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from ..lie import so3
-from ..models.rigid_body import RigidBodyState
+from ..models.rigid_body import RigidBody, RigidBodyState
 from ..newton import Newton
 from .base import AbstractTableauIntegrator
 from .lie_group import _omega, _torque
@@ -43,6 +43,7 @@ class MKRK(AbstractTableauIntegrator):
     """
 
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     reference: ClassVar[str] = "Krysl (2007) §3.7, algorithm MKRK; Munthe-Kaas (1998)"
     tableau: ButcherTableau = eqx.field(default=IMPLICIT_MIDPOINT, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
@@ -53,7 +54,7 @@ class MKRK(AbstractTableauIntegrator):
             return "MKRK"
         return f"MKRK-{self.tableau.name}"
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
 
         def F(tau, y):
@@ -70,4 +71,4 @@ class MKRK(AbstractTableauIntegrator):
         y0 = jnp.concatenate([jnp.zeros_like(Pi), Pi])
         y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
         psi, mu = y1[:3], y1[3:]
-        return RigidBodyState(so3.compose_exp(R, psi), so3.rotate_exp(-psi, mu)), info
+        return RigidBodyState(so3.compose_exp(R, psi), so3.rotate_exp(-psi, mu)), solver_state, info

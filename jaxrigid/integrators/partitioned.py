@@ -135,7 +135,7 @@ class PartitionedRungeKutta(AbstractHamiltonianTableauIntegrator):
     tableau: PartitionedTableau = eqx.field(default=STORMER_VERLET, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         q0, p0 = state
         dtype = q0.dtype
         tq, tp = self.tableau.q, self.tableau.p
@@ -169,7 +169,7 @@ class PartitionedRungeKutta(AbstractHamiltonianTableauIntegrator):
         Hp, Hq = derivatives(z[: s * n].reshape(s, n), z[s * n :].reshape(s, n))
         q1 = q0 + dt * (jnp.asarray(tq.b, dtype) @ Hp)
         p1 = p0 - dt * (jnp.asarray(tp.b, dtype) @ Hq)
-        return type(state)(q1, p1), info
+        return type(state)(q1, p1), solver_state, info
 
 
 PARTITIONED_METHODS = {

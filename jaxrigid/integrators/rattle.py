@@ -29,6 +29,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from ..models.constrained_rigid_body import ConstrainedRigidBody
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
 
@@ -56,18 +57,14 @@ class RATTLE(AbstractImplicitIntegrator):
     `potential_gradient(t, R)`; the state is `ConstrainedRigidBodyState(R, P)`."""
 
     name: ClassVar[str] = "rattle"
+    model_types: ClassVar[tuple[type, ...]] = (ConstrainedRigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"RtR_error", "tangency_error"})
     reference: ClassVar[str] = "Chaurasia (2012) App. B; Leimkuhler & Reich (2004) §8.2"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
-        if not (hasattr(model, "J") and hasattr(model, "potential_gradient")):
-            raise TypeError(
-                "RATTLE integrates a ConstrainedRigidBody (rotation matrix R and momentum "
-                f"P = Ṙ J), not a {type(model).__name__}"
-            )
+    def step(self, model, state, solver_state, t, dt):
         R, P = state
         d = 1.0 / model.J  # diag J⁻¹
         eye = jnp.eye(3, dtype=R.dtype)
@@ -88,7 +85,7 @@ class RATTLE(AbstractImplicitIntegrator):
         P_bar = P_half - 0.5 * dt * model.potential_gradient(t + dt, R1)  # (B.24)
         A = R1.T @ P_bar * d[None, :]
         P1 = P_bar - R1 @ _lyapunov_diag(A + A.T, d)  # (B.25)–(B.28), hΛ_v
-        return type(state)(R1, P1), info
+        return type(state)(R1, P1), solver_state, info
 
 
 RATTLE_METHODS = {RATTLE.name: RATTLE}

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from .._linalg import cross
 from ..lie import so3
-from ..models.rigid_body import RigidBodyState
+from ..models.rigid_body import RigidBody, RigidBodyState
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
 from .lie_group import _K, _PI, _RTR, _omega, _predict, _rot, _torque
@@ -28,6 +28,7 @@ class SWC1(AbstractImplicitIntegrator):
     """
 
     name: ClassVar[str] = "SWC1"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
@@ -37,7 +38,7 @@ class SWC1(AbstractImplicitIntegrator):
     def _psi(self, model, Pi, Pi1, dt):
         return 0.5 * dt * (_omega(model, Pi1) + _omega(model, Pi))
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
 
         def residual(Pi1):
@@ -46,7 +47,7 @@ class SWC1(AbstractImplicitIntegrator):
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * so3.rotate_exp(-0.5 * psi, T)
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, self._psi(model, Pi, Pi1, dt)), Pi1), info
+        return RigidBodyState(_rot(R, self._psi(model, Pi, Pi1, dt)), Pi1), solver_state, info
 
 
 class AKW(AbstractImplicitIntegrator):
@@ -56,13 +57,14 @@ class AKW(AbstractImplicitIntegrator):
     momentum in torque-free motion."""
 
     name: ClassVar[str] = "AKW"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm AKW (Austin et al. 1993)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         T0 = _torque(model, t, R, Pi)
 
@@ -75,7 +77,7 @@ class AKW(AbstractImplicitIntegrator):
             return Pi1 - Pi - dt * cross(Pi_bar, _omega(model, Pi_bar)) - 0.5 * dt * (T0 + T1)
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(R_next(Pi1), Pi1), info
+        return RigidBodyState(R_next(Pi1), Pi1), solver_state, info
 
 
 class BBTRAP(AbstractImplicitIntegrator):
@@ -84,13 +86,14 @@ class BBTRAP(AbstractImplicitIntegrator):
     energy and spatial momentum torque-free (where it coincides with SWC1)."""
 
     name: ClassVar[str] = "BBTRAP"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm BBTRAP (Bottasso & Borri 1998)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
 
@@ -103,7 +106,7 @@ class BBTRAP(AbstractImplicitIntegrator):
             return Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
 
         Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, psi_of(Pi1)), Pi1), info
+        return RigidBodyState(_rot(R, psi_of(Pi1)), Pi1), solver_state, info
 
 
 class BBTRAPWD(AbstractImplicitIntegrator):
@@ -113,12 +116,13 @@ class BBTRAPWD(AbstractImplicitIntegrator):
     Unknowns `(Ψ, Π_n)`: a 6×6 Newton system."""
 
     name: ClassVar[str] = "BBTRAPWD"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm BBTRAPWD (Bottasso & Borri 1998)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         Omega0 = _omega(model, Pi)
         A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
@@ -135,4 +139,4 @@ class BBTRAPWD(AbstractImplicitIntegrator):
         x, info = solve_on_branch(
             self.newton, residual, guess, jnp.concatenate([jnp.zeros_like(Pi), Pi])
         )
-        return RigidBodyState(_rot(R, x[:3]), x[3:]), info
+        return RigidBodyState(_rot(R, x[:3]), x[3:]), solver_state, info

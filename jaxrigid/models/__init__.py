@@ -1,5 +1,6 @@
-"""Physical systems: parameters, state, energy, torques, invariants."""
+"""Physical systems: parameters, state, energy, torques, invariants, checks."""
 
+from .base import AbstractModel as AbstractModel
 from .constrained_rigid_body import ConstrainedRigidBody as ConstrainedRigidBody
 from .constrained_rigid_body import ConstrainedRigidBodyState as ConstrainedRigidBodyState
 from .coupled_bodies import CoupledBodies as CoupledBodies

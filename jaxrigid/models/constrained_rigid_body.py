@@ -10,15 +10,16 @@ symmetric top in this form is `jaxrigid.models.symmetric_top.rotation_matrix_top
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import is_concrete, require
+from .. import _checks
+from .._checks import is_concrete
 from ..lie import so3
+from .base import AbstractModel, Check, finite, rotation_checks
 from .rigid_body import AbstractPotential
 
 
@@ -30,7 +31,7 @@ class ConstrainedRigidBodyState(NamedTuple):
     P: jax.Array
 
 
-class ConstrainedRigidBody(eqx.Module):
+class ConstrainedRigidBody(AbstractModel):
     """A rigid body about a fixed point as a constrained system in ℝ³ˣ³ (§3.2, eq. 3.5–3.10).
 
     **Fields:** `J (3,)` the principal second moments (the diagonal "mass matrix" of
@@ -38,6 +39,7 @@ class ConstrainedRigidBody(eqx.Module):
     Build it from principal moments of inertia with `from_inertia`.
     """
 
+    state_type: ClassVar[type] = ConstrainedRigidBodyState
     J: jax.Array
     potential: AbstractPotential | None = None
 
@@ -117,35 +119,44 @@ class ConstrainedRigidBody(eqx.Module):
             "tangency_error": tangency,
         }
 
-    def check_state(self, state: ConstrainedRigidBodyState):
-        """Host-side validation of an initial state (`simulate` calls it)."""
-        check_constrained_state(self, state)
-
     def state_event_ndims(self) -> ConstrainedRigidBodyState:
         return ConstrainedRigidBodyState(R=2, P=2)
+
+    def check_state_shapes(self, state: ConstrainedRigidBodyState) -> None:
+        R, P = state
+        if R.shape[-2:] != (3, 3) or P.shape != R.shape:
+            raise ValueError(
+                f"state needs R and P of equal shape (..., 3, 3), got {R.shape}, {P.shape}"
+            )
+
+    def parameter_checks(self) -> list[Check]:
+        """`J > 0` and finite (the strict triangle inequalities of the moments)."""
+        return [
+            Check(
+                ~jnp.all(jnp.isfinite(self.J) & (self.J > 0), axis=-1),
+                "ConstrainedRigidBody needs J = ½ tr 𝕀 − 𝕀 > 0 and finite (𝕀ᵢ < 𝕀ⱼ + 𝕀ₖ)",
+            )
+        ]
+
+    def state_checks(self, state: ConstrainedRigidBodyState) -> list[Check]:
+        """`R` a rotation and `P` tangent, each to `√eps` (relative to `1 + |Ω|` for the
+        tangency)."""
+        tol = float(jnp.finfo(state.R.dtype).eps) ** 0.5
+        _, tangency = self.constraint_errors(state)
+        scale = jnp.linalg.norm(self.body_angular_velocity(state), axis=-1) + 1.0
+        return [
+            *rotation_checks(state.R, "R0"),
+            Check(~finite(state.P, 2), "P0 contains NaN or inf"),
+            Check(
+                tangency > tol * scale,
+                f"P0 is not tangent: ‖RᵀPJ⁻¹ + J⁻¹PᵀR‖ > {tol:.2g}(1 + |Ω|)",
+                tangency,
+            ),
+        ]
 
 
 def check_constrained_state(model: ConstrainedRigidBody, state: ConstrainedRigidBodyState):
     """`ValueError` unless `R` is a rotation and `P` tangent, each to `√eps` (relative to
-    `|Ω|` for the tangency), naming the first failing ensemble member."""
-    R, P = state
-    if R.shape[-2:] != (3, 3) or P.shape != R.shape:
-        raise ValueError(
-            f"state needs R and P of equal shape (..., 3, 3), got {R.shape}, {P.shape}"
-        )
-    if not is_concrete(R, P, model.J):
-        return
-    tol = float(np.sqrt(np.finfo(np.asarray(R).dtype).eps))
-    finite = np.isfinite(np.asarray(R)).all(axis=(-2, -1)) & np.isfinite(np.asarray(P)).all(
-        axis=(-2, -1)
-    )
-    require(R, ~finite, "initial state contains NaN or inf")
-    RtR, tangency = (np.asarray(e) for e in model.constraint_errors(state))
-    require(R, RtR > tol, f"R0 is not orthonormal: ‖RᵀR − 1‖ = {RtR.max():.3g} > {tol:.2g}")
-    require(R, np.linalg.det(np.asarray(R)) <= 0, "R0 has a negative determinant")
-    scale = np.linalg.norm(np.asarray(model.body_angular_velocity(state)), axis=-1) + 1.0
-    require(
-        P,
-        tangency > tol * scale,
-        f"P0 is not tangent: ‖RᵀPJ⁻¹ + J⁻¹PᵀR‖ = {tangency.max():.3g} > {tol:.2g}(1 + |Ω|)",
-    )
+    `|Ω|` for the tangency), naming the first failing ensemble member (concrete states)."""
+    model.check_state_shapes(state)
+    _checks.raise_now(model.state_checks(state))

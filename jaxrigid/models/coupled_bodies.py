@@ -25,16 +25,15 @@ momentum `π = R_1Π_1 + R_2Π_2` (`R_2 = R_1Λ`), whose norm is Dixon's Casimir
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .. import _linalg
+from .. import _checks, _linalg
 from .._checks import is_concrete
 from ..lie import so3
+from .base import AbstractModel, Check, finite, rotation_checks, spd3_checks
 
 
 class CoupledBodiesState(NamedTuple):
@@ -47,7 +46,7 @@ class CoupledBodiesState(NamedTuple):
     Pi: jax.Array
 
 
-class CoupledBodies(eqx.Module):
+class CoupledBodies(AbstractModel):
     """Two rigid bodies and a ball-and-socket joint.
 
     **Fields:** `inertia (2, 3, 3)` inertia tensors about each body's centre of mass (body
@@ -55,29 +54,37 @@ class CoupledBodies(eqx.Module):
     mass, in body `i`'s frame.
     """
 
+    state_type: ClassVar[type] = CoupledBodiesState
     inertia: jax.Array
     mass: jax.Array
     joint: jax.Array
 
     def __check_init__(self):
         shapes = (jnp.shape(self.inertia), jnp.shape(self.mass), jnp.shape(self.joint))
-        if shapes != ((2, 3, 3), (2,), (2, 3)):
+        if shapes[0][-3:] != (2, 3, 3) or shapes[1][-1:] != (2,) or shapes[2][-2:] != (2, 3):
             raise ValueError(
-                "CoupledBodies needs inertia (2, 3, 3), mass (2,), joint (2, 3); got "
-                + ", ".join(map(str, shapes))
+                "CoupledBodies needs inertia (..., 2, 3, 3), mass (..., 2), joint (..., 2, 3); "
+                "got " + ", ".join(map(str, shapes))
             )
-        if is_concrete(self.inertia, self.mass, self.joint):
-            I, m, d = (np.asarray(x) for x in (self.inertia, self.mass, self.joint))
-            if not (np.isfinite(I).all() and np.isfinite(m).all() and np.isfinite(d).all()):
-                raise ValueError("CoupledBodies: inertia, mass and joint must be finite")
-            if np.any(m <= 0):
-                raise ValueError(f"CoupledBodies: masses must be positive, got {m}")
-            if np.max(np.abs(I - np.swapaxes(I, -1, -2))) > 100 * np.finfo(I.dtype).eps * np.max(
-                np.abs(I)
-            ):
-                raise ValueError("CoupledBodies: inertia tensors must be symmetric")
-            if np.linalg.eigvalsh(I).min() <= 0:
-                raise ValueError("CoupledBodies: inertia tensors must be positive definite")
+        if is_concrete(self.inertia, self.mass, self.joint):  # at once, not only at simulate
+            _checks.raise_now(self.parameter_checks())
+
+    def parameter_checks(self) -> list[Check]:
+        """Each body's inertia is a rigid body's (SPD, triangle inequality); masses positive
+        and finite; joint vectors finite."""
+        I, m, d = self.inertia, self.mass, self.joint
+        flags = lambda c: jnp.any(c.bad, axis=-1)  # noqa: E731  (either body fails)
+        per_body = [
+            Check(flags(c), "CoupledBodies: " + c.message) for c in spd3_checks(I, "inertia")
+        ]
+        return [
+            *per_body,
+            Check(
+                ~jnp.all(jnp.isfinite(m) & (m > 0), axis=-1),
+                "CoupledBodies: masses must be positive and finite",
+            ),
+            Check(~finite(d, 2), "CoupledBodies: joint contains NaN or inf"),
+        ]
 
     @property
     def reduced_mass(self):
@@ -147,9 +154,21 @@ class CoupledBodies(eqx.Module):
             "RtR_error": err,
         }
 
-    def check_state(self, state: CoupledBodiesState):
-        """Host-side validation of an initial state (`simulate` calls it)."""
-        check_coupled_state(state)
+    def check_state_shapes(self, state: CoupledBodiesState) -> None:
+        R, Lam, Pi = state
+        if R.shape[-2:] != (3, 3) or Lam.shape != R.shape or Pi.shape != R.shape[:-2] + (2, 3):
+            raise ValueError(
+                "coupled-bodies state needs R (..., 3, 3), Lambda (..., 3, 3), Pi (..., 2, 3); "
+                f"got {R.shape}, {Lam.shape}, {Pi.shape}"
+            )
+
+    def state_checks(self, state: CoupledBodiesState) -> list[Check]:
+        """`R`, `Lambda` rotations (to √eps), `Pi` finite."""
+        return [
+            *rotation_checks(state.R, "R"),
+            *rotation_checks(state.Lambda, "Lambda"),
+            Check(~finite(state.Pi, 2), "coupled-bodies Pi contains NaN or inf"),
+        ]
 
     def state_event_ndims(self) -> CoupledBodiesState:
         return CoupledBodiesState(R=2, Lambda=2, Pi=2)
@@ -157,20 +176,6 @@ class CoupledBodies(eqx.Module):
 
 def check_coupled_state(state: CoupledBodiesState):
     """`ValueError` unless `R`, `Lambda` are rotations (to √eps) and `Pi` has shape
-    `(..., 2, 3)`, all finite and with the same leading (ensemble) axes."""
-    R, Lam, Pi = state
-    if R.shape[-2:] != (3, 3) or Lam.shape != R.shape or Pi.shape != R.shape[:-2] + (2, 3):
-        raise ValueError(
-            "coupled-bodies state needs R (..., 3, 3), Lambda (..., 3, 3), Pi (..., 2, 3); got "
-            f"{R.shape}, {Lam.shape}, {Pi.shape}"
-        )
-    if not is_concrete(R, Lam, Pi):
-        return
-    arrays = [np.asarray(x) for x in state]
-    if not all(np.isfinite(x).all() for x in arrays):
-        raise ValueError("coupled-bodies state contains NaN or inf")
-    tol = np.sqrt(np.finfo(arrays[0].dtype).eps)
-    for name, X in (("R", arrays[0]), ("Lambda", arrays[1])):
-        err = float(np.max(np.asarray(so3.orthogonality_error(X))))
-        if err > tol or np.any(np.linalg.det(X) <= 0):
-            raise ValueError(f"{name} must be a rotation (‖XᵀX − 1‖ = {err:.3g}, det > 0)")
+    `(..., 2, 3)`, all finite and with the same leading (ensemble) axes (concrete states)."""
+    CoupledBodies.check_state_shapes(None, state)
+    _checks.raise_now(CoupledBodies.state_checks(None, state))

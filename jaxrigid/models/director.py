@@ -29,14 +29,15 @@ conversely `𝒥 = ½ tr(J) I − J` (111: J = [[3, −1/7, 0], [−1/7, 4, 0], 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import is_concrete, require
+from .. import _checks
+from .base import AbstractModel, Check, finite, spd3_checks
 
 
 class DirectorState(NamedTuple):
@@ -173,7 +174,7 @@ class MaterialPulseMoment(AbstractMoment):
 # --- the model ----------------------------------------------------------------------------
 
 
-class DirectorRigidBody(eqx.Module):
+class DirectorRigidBody(AbstractModel):
     """The rigid body in directors (§3.5), or, with `nontwisting=True`, the body whose frame
     is non-twisting (§4.2, constraint 80: `w · d3 = 0`).
 
@@ -181,6 +182,7 @@ class DirectorRigidBody(eqx.Module):
     spatial moment `m`, or `m⊥` for the non-twisting body); `nontwisting` (static).
     """
 
+    state_type: ClassVar[type] = DirectorState
     euler_inertia: jax.Array
     moment: AbstractMoment | None = None
     nontwisting: bool = eqx.field(default=False, static=True)
@@ -214,73 +216,87 @@ class DirectorRigidBody(eqx.Module):
             out.update({f"pi{i + 1}": pi[i] for i in range(3)})
         return out
 
-    def check_state(self, state: DirectorState):
-        """Host-side validation of an initial state (`simulate` calls it): shapes, finite,
-        orthonormal right-handed directors. Not the velocities' admissibility: the
-        non-twisting scheme keeps (94) at the step midpoints, so its own nodal states, from
-        which a run is continued, satisfy it only to O(h²) (the case builders check it)."""
-        check_director_state(state, self.nontwisting, velocities=False)
-
     def state_event_ndims(self) -> DirectorState:
         return DirectorState(q=1, v=1)
+
+    def check_state_shapes(self, state: DirectorState) -> None:
+        q, v = state
+        if q.shape[-1:] != (9,) or v.shape != q.shape:
+            raise ValueError(
+                f"director state needs q and v of shape (..., 9), got {q.shape}, {v.shape}"
+            )
+        if jnp.shape(self.euler_inertia)[-2:] != (3, 3):
+            raise ValueError(
+                f"euler_inertia must have shape (..., 3, 3), got {jnp.shape(self.euler_inertia)}"
+            )
+
+    def parameter_checks(self) -> list[Check]:
+        """𝒥 finite and symmetric, `J = tr 𝒥 − 𝒥` a rigid body's inertia (SPD, triangle
+        inequality, i.e. 𝒥 positive semi-definite); for the non-twisting body `D3` principal
+        (`𝒥¹³ = 𝒥²³ = 0`, the split (32))."""
+        E = self.euler_inertia
+        trace = jnp.trace(E, axis1=-2, axis2=-1)[..., None, None]
+        J = trace * jnp.eye(3, dtype=E.dtype) - E
+        checks = spd3_checks(J, "convected inertia J = tr𝒥 − 𝒥")
+        if self.nontwisting:
+            eps = float(jnp.finfo(E.dtype).eps)
+            tol = 100 * eps * jnp.max(jnp.abs(E), axis=(-2, -1))
+            off = jnp.maximum(jnp.abs(E[..., 0, 2]), jnp.abs(E[..., 1, 2]))
+            checks.append(
+                Check(off > tol, "the non-twisting body needs 𝒥¹³ = 𝒥²³ = 0 (D3 principal)", off)
+            )
+        return checks
+
+    def state_checks(self, state: DirectorState) -> list[Check]:
+        """Finite, orthonormal right-handed directors (to √eps). Not the velocities'
+        admissibility: the non-twisting scheme keeps (94) at the step midpoints, so its own
+        nodal states, from which a run is continued, satisfy it only to O(h²) (the case
+        builders check it with `check_director_state`)."""
+        return director_state_checks(state, self.nontwisting, velocities=False)
 
 
 # --- input checks -------------------------------------------------------------------------
 
 
+def director_state_checks(state: DirectorState, nontwisting=False, velocities=True):
+    """`Check`s of a director state: finite, directors orthonormal and right-handed to √eps,
+    velocities admissible (`H(q) q̇ = 0`, and `G(q) q̇ = 0` for the non-twisting body) to
+    √eps·(1 + |q̇|)."""
+    q, v = state
+    tol = float(jnp.finfo(q.dtype).eps) ** 0.5
+    ok = finite(q, 1) & finite(v, 1)
+    err = jnp.max(jnp.abs(constraints(q)), axis=0)
+    d1, d2, d3 = directors(q)
+    det = jnp.sum(jnp.cross(d1, d2) * d3, axis=-1)
+    checks = [
+        Check(~ok, "initial director state contains NaN or inf"),
+        Check(err > tol, f"directors are not orthonormal: max |h(q)| > {tol:.2g}", err),
+        Check(det <= 0, "directors are left-handed (d1 × d2 = −d3)"),
+    ]
+    if velocities:
+        flat_q, flat_v = q.reshape(-1, 9), v.reshape(-1, 9)
+        rates = [jax.vmap(lambda a, b: constraint_jacobian(a) @ b)(flat_q, flat_v)]
+        if nontwisting:
+            rates.append(jax.vmap(lambda a, b: nontwisting_matrix(a) @ b)(flat_q, flat_v))
+        rate = jnp.max(jnp.abs(jnp.concatenate(rates, axis=-1)), axis=-1).reshape(q.shape[:-1])
+        scale = tol * (1.0 + jnp.max(jnp.abs(v), axis=-1))
+        what = "H(q) q̇ = 0" + (" and w · d3 = 0" if nontwisting else "")
+        checks.append(
+            Check(rate > scale, f"director velocities are not admissible ({what} violated)", rate)
+        )
+    return checks
+
+
 def check_director_body(model: DirectorRigidBody):
-    """𝒥 `(…, 3, 3)` finite and symmetric, `J = tr 𝒥 − 𝒥` positive definite; for the
-    non-twisting body `D3` must be principal (`𝒥¹³ = 𝒥²³ = 0`, the split (32))."""
-    E = model.euler_inertia
-    if E.shape[-2:] != (3, 3):
-        raise ValueError(f"euler_inertia must have shape (..., 3, 3), got {E.shape}")
-    if not is_concrete(E):
-        return
-    E = np.asarray(E)
-    scale = np.max(np.abs(E), axis=(-2, -1))
-    tol = 100 * np.finfo(E.dtype).eps * scale
-    require(E, ~np.isfinite(E).all(axis=(-2, -1)), "euler_inertia contains NaN or inf")
-    require(E, np.max(np.abs(E - np.swapaxes(E, -1, -2)), axis=(-2, -1)) > tol, "not symmetric")
-    J = np.trace(E, axis1=-2, axis2=-1)[..., None, None] * np.eye(3) - E
-    require(E, np.linalg.eigvalsh(J)[..., 0] <= 0, "convected inertia J = tr𝒥 − 𝒥 not SPD")
-    if model.nontwisting:
-        off = np.maximum(np.abs(E[..., 0, 2]), np.abs(E[..., 1, 2]))
-        require(E, off > tol, "the non-twisting body needs 𝒥¹³ = 𝒥²³ = 0 (D3 principal)")
+    """`ValueError` unless the model's parameters pass `parameter_checks` (concrete)."""
+    model.check_state_shapes(DirectorState(jnp.zeros(9), jnp.zeros(9)))
+    _checks.raise_now(model.parameter_checks())
 
 
 def check_director_state(state: DirectorState, nontwisting: bool = False, velocities: bool = True):
-    """Shapes `(…, 9)`, finite, directors orthonormal and right-handed to √eps, velocities
-    admissible (`H(q) q̇ = 0`, and `G(q) q̇ = 0` for the non-twisting body) to √eps·(1 + |q̇|)."""
-    q, v = state
-    if q.shape[-1:] != (9,) or v.shape != q.shape:
-        raise ValueError(
-            f"director state needs q and v of shape (..., 9), got {q.shape}, {v.shape}"
-        )
-    if not is_concrete(q, v):
-        return
-    qn, vn = np.asarray(q), np.asarray(v)
-    bad = ~(np.isfinite(qn).all(axis=-1) & np.isfinite(vn).all(axis=-1))
-    require(qn, bad, "initial director state contains NaN or inf")
-    tol = np.sqrt(np.finfo(qn.dtype).eps)
-    flat_q, flat_v = qn.reshape(-1, 9), vn.reshape(-1, 9)
-    h = np.asarray(jax.vmap(constraints)(flat_q)).reshape(qn.shape[:-1] + (6,))
-    err = np.max(np.abs(h), axis=-1)
-    require(
-        qn, err > tol, f"directors are not orthonormal: max |h(q)| = {err.max():.3g} > {tol:.2g}"
-    )
-    d = flat_q.reshape(-1, 3, 3)
-    det = np.einsum("ni,ni->n", np.cross(d[:, 0], d[:, 1]), d[:, 2]).reshape(qn.shape[:-1])
-    require(qn, det <= 0, "directors are left-handed (d1 × d2 = −d3)")
-    if not velocities:
-        return
-    rates = [jax.vmap(lambda a, b: constraint_jacobian(a) @ b)(flat_q, flat_v)]
-    if nontwisting:
-        rates.append(jax.vmap(lambda a, b: nontwisting_matrix(a) @ b)(flat_q, flat_v))
-    rate = np.max(np.abs(np.concatenate([np.asarray(r) for r in rates], axis=-1)), axis=-1)
-    rate = rate.reshape(qn.shape[:-1])
-    scale = tol * (1.0 + np.max(np.abs(vn), axis=-1))
-    what = "H(q) q̇ = 0" + (" and w · d3 = 0" if nontwisting else "")
-    require(qn, rate > scale, f"director velocities are not admissible ({what} violated)")
+    """`ValueError` unless `state` passes `director_state_checks` (concrete states)."""
+    DirectorRigidBody.check_state_shapes(DirectorRigidBody(jnp.eye(3)), state)
+    _checks.raise_now(director_state_checks(state, nontwisting, velocities))
 
 
 # --- the continuous split-form model (69)–(71) ----------------------------------------------

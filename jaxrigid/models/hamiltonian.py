@@ -9,12 +9,14 @@ The four test problems of the thesis's chapter 2 are defined here; their named p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from .base import AbstractModel, Check, finite
 
 
 class CanonicalState(NamedTuple):
@@ -24,7 +26,7 @@ class CanonicalState(NamedTuple):
     p: jax.Array
 
 
-class HamiltonianSystem(eqx.Module):
+class HamiltonianSystem(AbstractModel):
     """`H(q, p, params) -> scalar` for one state `q (n,)`, `p (n,)`.
 
     **Fields:** `hamiltonian` (static callable); `params` (pytree of arrays); `extra_invariants`
@@ -32,6 +34,7 @@ class HamiltonianSystem(eqx.Module):
     angular momentum `L`).
     """
 
+    state_type: ClassVar[type] = CanonicalState
     hamiltonian: Callable = eqx.field(static=True)
     params: Any = None
     extra_invariants: Callable | None = eqx.field(default=None, static=True)
@@ -62,6 +65,16 @@ class HamiltonianSystem(eqx.Module):
 
     def state_event_ndims(self) -> CanonicalState:
         return CanonicalState(q=1, p=1)
+
+    def check_state_shapes(self, state: CanonicalState) -> None:
+        q, p = state
+        if q.ndim < 1 or q.shape != p.shape:
+            raise ValueError(
+                f"canonical state needs q and p of equal shape (..., n), got {q.shape}, {p.shape}"
+            )
+
+    def state_checks(self, state: CanonicalState) -> list[Check]:
+        return [Check(~(finite(state.q, 1) & finite(state.p, 1)), "q0 or p0 contains NaN or inf")]
 
 
 # --- the test problems of Chaurasia (2012) ch. 2 -------------------------------------------

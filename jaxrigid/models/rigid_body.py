@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from .. import _linalg
 from ..lie import so3
+from .base import AbstractModel, Check, finite, rotation_checks, spd3_checks
 
 
 class RigidBodyState(NamedTuple):
@@ -69,7 +70,7 @@ class AxialPowerPotential(AbstractPotential):
         return self.coulomb / u + self.wall / u**10
 
 
-class RigidBody(eqx.Module):
+class RigidBody(AbstractModel):
     """A rigid body about a fixed point.
 
     **Fields:** `inertia (3, 3)` symmetric positive-definite body inertia; `potential` an
@@ -78,6 +79,7 @@ class RigidBody(eqx.Module):
     potential's array fields instead.
     """
 
+    state_type: ClassVar[type] = RigidBodyState
     inertia: jax.Array
     potential: AbstractPotential | None = None
     torque: Callable | None = eqx.field(default=None, static=True)
@@ -139,6 +141,25 @@ class RigidBody(eqx.Module):
         Omega = self.angular_velocity(state.Pi)
         return RigidBodyState(state.R @ so3.hat(Omega), self.euler_rhs(t, state.R, state.Pi))
 
-    # Validation at the API boundary (DESIGN.md §4b): inertia and state values.
     def state_event_ndims(self) -> RigidBodyState:
         return RigidBodyState(R=2, Pi=1)
+
+    def check_state_shapes(self, state) -> None:
+        R, Pi = state
+        if R.shape[-2:] != (3, 3) or Pi.shape[-1:] != (3,) or R.shape[:-2] != Pi.shape[:-1]:
+            raise ValueError(
+                f"rigid-body state needs R (..., 3, 3) and Pi (..., 3), got {R.shape}, {Pi.shape}"
+            )
+        if jnp.shape(self.inertia)[-2:] != (3, 3):
+            raise ValueError(f"inertia must have shape (..., 3, 3), got {jnp.shape(self.inertia)}")
+
+    def parameter_checks(self) -> list[Check]:
+        """The inertia is a rigid body's: SPD and obeying the triangle inequality."""
+        return spd3_checks(self.inertia)
+
+    def state_checks(self, state) -> list[Check]:
+        """`R` a rotation to √eps, `Π` finite."""
+        return [
+            *rotation_checks(state.R, "R0"),
+            Check(~finite(state.Pi, 1), "Pi0 contains NaN or inf"),
+        ]

@@ -1,0 +1,103 @@
+"""The model contract (DESIGN.md "The contracts").
+
+A model is an `equinox.Module` whose array fields are its parameters (traceable,
+differentiable, sweepable with `simulate(..., model_axes=...)`). It names its state type and
+the event shape of each state leaf: the trailing axes of one member, with the body axis first
+among them for a model of several bodies (a state of N bodies is `(*ensemble, N, ...)`), so the
+ensemble axes always stay in front. Its checks are written once, in `jax`, as `Check`s with one
+flag per member: `simulate` applies them under `jit`, `grad`, `vmap` and sharding alike and
+names the failing member (`jaxrigid._checks`). The driver contains no code about any
+particular model.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._checks import Check
+
+__all__ = ["AbstractModel", "Check", "finite", "rotation_checks", "spd3_checks"]
+
+
+class AbstractModel(eqx.Module):
+    """Base of every model.
+
+    Class fact: `state_type`. Methods: `state_event_ndims()` (a state-shaped pytree of ints:
+    the event rank of each leaf); `check_state_shapes(state)` (raise `ValueError` for wrong
+    shapes: static, runs once before tracing); `parameter_checks()` and `state_checks(state)`
+    (`Check`s on values, flags over leading axes).
+    """
+
+    state_type: ClassVar[type]
+
+    @abc.abstractmethod
+    def state_event_ndims(self) -> Any:
+        """The number of trailing (event) axes of each state leaf."""
+
+    def check_state_shapes(self, state) -> None:
+        """Raise `ValueError` unless `state`'s leaves have this model's event shapes."""
+
+    def parameter_checks(self) -> list[Check]:
+        """Checks of the parameters' values (flags over a sweep's leading axes)."""
+        return []
+
+    def state_checks(self, state) -> list[Check]:
+        """Checks of a state's values (flags over the ensemble axes)."""
+        return []
+
+
+# --- building blocks shared by the models' checks -------------------------------------------
+
+
+def finite(x, event_ndims: int):
+    """One flag per member: every entry of the trailing `event_ndims` axes is finite."""
+    axes = tuple(range(-event_ndims, 0)) if event_ndims else None
+    return jnp.all(jnp.isfinite(x), axis=axes)
+
+
+def rotation_checks(R, name: str) -> list[Check]:
+    """`R (..., 3, 3)` is a rotation: finite, `‖RᵀR − 1‖ ≤ √eps`, `det R > 0`."""
+    from ..lie import so3
+
+    tol = float(jnp.finfo(R.dtype).eps) ** 0.5
+    err = so3.orthogonality_error(R)
+    return [
+        Check(~finite(R, 2), f"{name} contains NaN or inf"),
+        Check(err > tol, f"{name} is not orthonormal: ‖RᵀR − 1‖ > {tol:.2g}", err),
+        Check(
+            jnp.linalg.det(R) <= 0,
+            f"{name} has a negative determinant (a reflection, not a rotation)",
+        ),
+    ]
+
+
+def spd3_checks(inertia, name: str = "inertia", rigid: bool = True) -> list[Check]:
+    """A body inertia `(..., 3, 3)`: finite, symmetric to 100 eps of its largest entry,
+    positive definite, and (`rigid`) its principal moments obey the triangle inequality
+    `𝕀ᵢ ≤ 𝕀ⱼ + 𝕀ₖ` (to 100 eps): every rigid body's do, since `𝕀ᵢ + 𝕀ⱼ − 𝕀ₖ = 2∫x_k² dm ≥ 0`."""
+    eps = float(jnp.finfo(inertia.dtype).eps)
+    scale = jnp.max(jnp.abs(inertia), axis=(-2, -1))
+    asym = jnp.max(jnp.abs(inertia - jnp.swapaxes(inertia, -1, -2)), axis=(-2, -1))
+    ok = finite(inertia, 2)
+    safe = jnp.where(ok[..., None, None], inertia, jnp.eye(3, dtype=inertia.dtype))
+    eig = jnp.linalg.eigvalsh(0.5 * (safe + jnp.swapaxes(safe, -1, -2)))
+    checks = [
+        Check(~ok, f"{name} contains NaN or inf"),
+        Check(asym > 100 * eps * scale, f"{name} must be symmetric (to 100 eps)", asym),
+        Check(ok & (eig[..., 0] <= 0), f"{name} must be positive definite", eig[..., 0]),
+    ]
+    if rigid:
+        slack = eig[..., 0] + eig[..., 1] - eig[..., 2]
+        checks.append(
+            Check(
+                ok & (eig[..., 0] > 0) & (slack < -100 * eps * scale),
+                f"{name}'s principal moments break the triangle inequality 𝕀₃ ≤ 𝕀₁ + 𝕀₂: "
+                "no rigid body has them (𝕀₁ + 𝕀₂ − 𝕀₃ = 2∫z² dm ≥ 0)",
+                slack,
+            )
+        )
+    return checks
