@@ -195,14 +195,29 @@ def test_bad_input_exits_2_with_one_line(args, valid, capsys, tmp_path, monkeypa
     assert valid in lines[0]
 
 
+COULOMB_FAILS = ["krysl-coulomb-wall", "--set", "coulomb=-1", "--set", "wall=0.001"]
+
+
 def test_newton_failure_is_reported_not_raised(tmp_path):
-    args = ["krysl-coulomb-wall", "--set", "coulomb=-1", "--set", "wall=0.001", "--t-end", "10"]
-    rc, report, err = _run(args, tmp_path)
+    rc, report, err = _run([*COULOMB_FAILS, "--t-end", "10"], tmp_path)
     assert rc == 0 and report["n_steps"] == 20 and report["dt"] == 0.5
+    assert set(report["newton"]) == {"max_iterations", "max_residual", "all_converged"}
     assert report["newton"]["all_converged"] is False
-    assert report["newton"]["max_iterations"] == 20
+    assert report["newton"]["max_iterations"] > 1
     assert set(report["observables"]) == {"u_min", "u_max"}
-    assert "warning: Newton did not converge" in err
+    assert "warning: some steps failed (first at step 3, t = 1.5: off_branch;" in err
+
+
+def test_summary_names_the_failure_cause(tmp_path, capsys):
+    """Step 3 of this run lands Newton on a root that is not continuous in dt (the wall's
+    stiff torque): the summary names the cause and its advice."""
+    from jaxrigid.results import RESULTS
+
+    assert cli.main(["run", *COULOMB_FAILS, "--t-end", "10", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Newton: SOME FAILED" in out
+    assert "first failed step: 3 (t = 1.5), off_branch" in out
+    assert RESULTS.off_branch.advice in out
 
 
 def test_human_summary(base, tmp_path, capsys):
@@ -305,3 +320,35 @@ def test_every_case_runs_its_defaults(name):
 def test_decimal_t_end_runs_to_it(tmp_path):
     rc, report, _ = _run([TF, "--t-end", "0.3", "--dt", "0.1"], tmp_path)
     assert rc == 0 and report["n_steps"] == 3 and report["t_end"] == 0.3
+
+
+def test_chunks_keep_the_first_failure_and_its_cause():
+    """Across chunks and members, the run's first failed step is the earliest one (the lowest
+    member on a tie), with that member's cause; restarted (masked) members do not count."""
+    from typing import NamedTuple
+
+    class Outcome(NamedTuple):  # the fields of `Solution.outcome`
+        max_iterations: np.ndarray
+        max_residual: np.ndarray
+        result: np.ndarray
+        first_failure: np.ndarray
+
+    class Sol(NamedTuple):
+        ts: np.ndarray
+        states: np.ndarray
+        outcome: Outcome
+
+    def sol(first, result):
+        n = len(first)
+        outcome = Outcome(np.ones(n, int), np.zeros(n), np.array(result), np.array(first))
+        return Sol(np.arange(3.0), np.zeros((n, 3, 2)), outcome)
+
+    none = np.zeros(4, bool)
+    for masked, cause in [(none, 3), (np.array([0, 0, 1, 0], bool), 2)]:
+        acc = cli_run._Chunks(1)
+        acc.add(sol([-1] * 4, [0] * 4), none, 0)
+        assert (acc.first_failure, acc.result) == (-1, 0)
+        acc.add(sol([-1, 4, 2, 2], [0, 1, 3, 2]), masked, 10)
+        assert (acc.first_failure, acc.result) == (12, cause)
+        acc.add(sol([0, 0, 0, 0], [5] * 4), none, 20)  # later failures do not replace it
+        assert (acc.first_failure, acc.result) == (12, cause)

@@ -158,17 +158,20 @@ def write_outputs(spec: RunSpec, traj: Trajectory, invariants) -> list[Path]:
 
 def warn_failures(spec: RunSpec, traj: Trajectory) -> None:
     if not traj.all_converged:
+        from ..results import RESULTS
+
         step = traj.first_failure
         warn(
-            f"Newton did not converge in some steps (first at step {step}, "
-            f"t = {step * spec.dt:g}; max residual {traj.max_residual:.3g}); "
+            f"some steps failed (first at step {step}, t = {step * spec.dt:g}: "
+            f"{RESULTS(traj.result).name}; max Newton residual {traj.max_residual:.3g}); "
             "try a smaller --dt"
         )
     if traj.nonfinite:
         warn("the state became non-finite (NaN/inf) in the run; try a smaller --dt")
 
 
-def print_summary(report: dict, paths: list[Path]) -> None:
+def print_summary(report: dict, traj: Trajectory, paths: list[Path]) -> None:
+    """The run in a few lines; a failed run names its first failure's cause and its advice."""
     ens = f", ensemble of {report['ensemble']}" if report["ensemble"] is not None else ""
     print(
         f"{report['case']}: {report['method']}, dt = {report['dt']:g}, "
@@ -186,5 +189,11 @@ def print_summary(report: dict, paths: list[Path]) -> None:
             f"Newton: {ok}, at most {nw['max_iterations']} iterations, "
             f"max residual {nw['max_residual']:.2e}"
         )
+    if not traj.all_converged:
+        from ..results import RESULTS
+
+        cause, step = RESULTS(traj.result), traj.first_failure
+        print(f"first failed step: {step} (t = {step * report['dt']:g}), {cause.name}")
+        print(f"  {cause.advice}")
     print(f"time: compile {report['compile_seconds']:.2f} s, run {report['run_seconds']:.2f} s")
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -148,12 +148,16 @@ class Trajectory:
     final: Any
     max_iterations: int
     max_residual: float
-    all_converged: bool
-    first_failure: int  # step index, −1 if none
+    result: int  # the `RESULTS` code (cause) of the run's first failed step, 0 if none
+    first_failure: int  # that step's index, −1 if none
     nonfinite: bool
     compile_seconds: float
     run_seconds: float
     observations: Any = None  # the case observer's final carry (None without one)
+
+    @property
+    def all_converged(self) -> bool:
+        return self.result == 0
 
 
 def _nonfinite_members(state, ndims) -> np.ndarray:
@@ -194,10 +198,12 @@ def _nan_like(tree):
 
 
 class _Chunks:
-    """Accumulates the chunks' saved states, times and Newton summaries."""
+    """Accumulates the chunks' saved states, times and outcomes, and the run's first failed
+    step (`first_failure`) with its cause (`result`)."""
 
     def __init__(self, ndims):
-        self.ndims, self.ts, self.states, self.newton, self.first_failure = ndims, [], [], [], -1
+        self.ndims, self.ts, self.states, self.outcomes = ndims, [], [], []
+        self.first_failure, self.result = -1, 0
 
     def add(self, sol, masked, offset: int) -> None:
         import jax
@@ -214,18 +220,21 @@ class _Chunks:
                 states,
             )
         )
-        newton = jax.tree_util.tree_map(np.asarray, sol.newton)
+        outcome = jax.tree_util.tree_map(np.asarray, sol.outcome)
         if masked.any():  # restarted members: their outcomes are not the run's
-            newton = newton._replace(
-                max_iterations=np.where(masked, 0, newton.max_iterations),
-                max_residual=np.where(masked, 0.0, newton.max_residual),
-                all_converged=np.where(masked, True, newton.all_converged),
-                first_failure=np.where(masked, -1, newton.first_failure),
+            outcome = outcome._replace(
+                max_iterations=np.where(masked, 0, outcome.max_iterations),
+                max_residual=np.where(masked, 0.0, outcome.max_residual),
+                result=np.where(masked, 0, outcome.result),
+                first_failure=np.where(masked, -1, outcome.first_failure),
             )
-        self.newton.append(newton)
-        f = self.newton[-1].first_failure
+        self.outcomes.append(outcome)
+        f = np.ravel(outcome.first_failure)
         if self.first_failure < 0 and (f >= 0).any():
-            self.first_failure = offset + int(f[f >= 0].min())
+            step = f[f >= 0].min()
+            member = np.flatnonzero(f == step)[0]  # of those failing first, the lowest index
+            self.first_failure = offset + int(step)
+            self.result = int(np.ravel(outcome.result)[member])
 
     def concatenated(self):
         joined = _time_axis_op(
@@ -292,7 +301,7 @@ def _integrate(spec: RunSpec, model, state0, progress: Progress) -> Trajectory:
     if masked.any():
         final = _where_members(masked, _nan_like(final), final, ndims)
     ts, states = acc.concatenated()
-    newton = acc.newton
+    outcomes = acc.outcomes
     observations = jax.tree_util.tree_map(np.asarray, observations)
     if masked.any():
         observations = jax.tree_util.tree_map(
@@ -305,9 +314,9 @@ def _integrate(spec: RunSpec, model, state0, progress: Progress) -> Trajectory:
         ts=ts,
         states=states,
         final=final,
-        max_iterations=int(max(np.max(n.max_iterations) for n in newton)),
-        max_residual=float(max(np.max(n.max_residual) for n in newton)),
-        all_converged=bool(all(np.all(n.all_converged) for n in newton)),
+        max_iterations=int(max(np.max(n.max_iterations) for n in outcomes)),
+        max_residual=float(max(np.max(n.max_residual) for n in outcomes)),
+        result=acc.result,
         first_failure=acc.first_failure,
         nonfinite=bool(masked.any()),
         compile_seconds=clock.seconds,
@@ -348,5 +357,5 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
-        output.print_summary(report, paths)
+        output.print_summary(report, traj, paths)
     return 0
