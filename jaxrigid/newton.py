@@ -1,18 +1,19 @@
-"""Newton's method for small nonlinear systems, with convergence info and implicit gradients.
+"""Newton's method for nonlinear systems, with convergence info and implicit gradients.
 
-`Newton().solve(residual, guess)` finds `x` with `residual(x) = 0` for a flat vector `x (n,)`.
-The Jacobian comes from autodiff (`n` JVPs) and each linear system is solved in closed form
-(`_linalg.solve`). The iteration runs in `lax.while_loop` inside `lax.custom_root`, so
-derivatives of the solution (forward and reverse mode, with respect to anything `residual`
-closes over) come from the implicit function theorem, `dx/dθ = −(∂r/∂x)⁻¹ ∂r/∂θ`: Newton
-iterations are never unrolled and the memory of a reverse pass does not depend on them.
+`Newton().solve(residual, guess)` finds `x` with `residual(x) = 0` for `x` any pytree of arrays
+(`residual` returns the same structure). The Jacobian comes from autodiff and each linear
+system is solved by the `linear_solver` (`jaxrigid.linear_solvers`: by default small dense
+systems in closed form, the fast path for ensembles). The iteration runs in `lax.while_loop`
+inside `lax.custom_root`, so derivatives of the solution (forward and reverse mode, with respect
+to anything `residual` closes over) come from the implicit function theorem,
+`dx/dθ = −(∂r/∂x)⁻¹ ∂r/∂θ`: Newton iterations are never unrolled and the memory of a reverse
+pass does not depend on them.
 
 The outcome is returned as data (`NewtonInfo`), never raised: callers decide (DESIGN.md §4).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import equinox as eqx
@@ -20,7 +21,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import _linalg
+from .linear_solvers import AbstractLinearSolver, Auto
+from .linear_solvers import _value_and_jacobian as _value_and_jacobian
+from .linear_solvers import max_abs as max_abs
 from .results import RESULTS, code
 
 
@@ -56,15 +59,15 @@ def default_tolerance(dtype) -> float:
 class Newton(eqx.Module):
     """Newton (or chord) iteration with a step-size stopping rule scaled to the unknowns.
 
-    Stops when `max|Δx| ≤ atol + rtol·max|x|` (`successful`), when `max_steps` updates were
-    made (`max_steps_reached`), when a value became non-finite (`nonfinite`), or when an update
-    grew more than twice the previous one (`diverged`: the contraction-rate test of
-    optimistix's chord solvers, from the second update on). `chord=True` forms the Jacobian once, at the guess, and reuses it
-    (simplified Newton: cheaper per iteration, linear convergence at rate O(Δt) for the
-    implicit steps of this library). The first `peel` iterations run outside the
-    `while_loop` (each a no-op once the stopping rule holds: the iterates and the info are
-    the same). Default 0: peeling barely moves the throughput of an IMIDM ensemble and
-    makes it slower to compile (`python bench/imidm_cost_breakdown.py`).
+    Stops when `max|Δx| ≤ atol + rtol·max|x|` (`successful`), when `max_steps` updates were made
+    (`max_steps_reached`), when a value became non-finite (`nonfinite`), or when an update grew
+    more than twice the previous one (`diverged`: the contraction-rate test of optimistix's
+    chord solvers, from the second update on). `chord=True` forms the Jacobian once, at the
+    guess, and reuses it (simplified Newton: cheaper per iteration, linear convergence at rate
+    O(Δt) for the implicit steps of this library). The first `peel` iterations run outside the
+    `while_loop` (each a no-op once the stopping rule holds: the iterates and the info are the
+    same). Default 0: peeling barely moves the throughput of an IMIDM ensemble and makes it
+    slower to compile (`python bench/imidm_cost_breakdown.py`).
 
     With `peel ≥ max_steps` no loop is emitted at all: exactly `max_steps` updates, not
     masked (an update after the stopping rule holds moves `x` by round-off), reported
@@ -73,6 +76,13 @@ class Newton(eqx.Module):
     as always. XLA fuses this with the step around it: the two-update chord solve
     `Newton(chord=True, max_steps=2, peel=2)` is the fast setting for large ensembles
     (measured by the same command).
+
+    `linear_solver` (`jaxrigid.linear_solvers`) forms and solves each update's linear system
+    and the implicit-function gradient's: `Auto()` (closed-form small dense, LU above),
+    `DenseLU()`, `BlockDiagonal()` (per body, linear in the number of bodies) or `Krylov()`
+    (matrix-free GMRES). An approximate Jacobian (`BlockDiagonal` on coupled bodies, a loose
+    `Krylov`) changes the convergence rate, never the root: the stopping rule is on the true
+    residual's Newton updates.
     """
 
     rtol: float | None = eqx.field(default=None, static=True)
@@ -80,61 +90,63 @@ class Newton(eqx.Module):
     max_steps: int = eqx.field(default=20, static=True)
     chord: bool = eqx.field(default=False, static=True)
     peel: int = eqx.field(default=0, static=True)
+    linear_solver: AbstractLinearSolver = eqx.field(default=Auto(), static=True)
+
+    def __check_init__(self):
+        if not isinstance(self.linear_solver, AbstractLinearSolver):
+            raise TypeError(
+                "Newton(linear_solver=...) takes a jaxrigid.linear_solvers solver (Auto, "
+                f"DenseLU, BlockDiagonal, Krylov), got {self.linear_solver!r}"
+            )
 
     def solve(self, residual, guess):
-        """Solve `residual(x) = 0` from `guess (n,)`. Returns `(x, NewtonInfo)`."""
-        if guess.ndim != 1:
-            raise ValueError(f"Newton.solve works on flat vectors (n,), got shape {guess.shape}")
-        tol = default_tolerance(guess.dtype)
+        """Solve `residual(x) = 0` from `guess`, a pytree of arrays (a flat `(n,)` vector is
+        the fast path); `residual` returns the same structure. Returns `(x, NewtonInfo)`.
+
+        **Raises:** `ValueError` when `residual`'s output does not match `guess` or the
+        `linear_solver` cannot lay the unknowns out (see its docstring).
+        """
+        out = jax.eval_shape(residual, guess)
+        struct = jax.tree.structure(guess), [jnp.shape(leaf) for leaf in jax.tree.leaves(guess)]
+        out_struct = jax.tree.structure(out), [leaf.shape for leaf in jax.tree.leaves(out)]
+        if out_struct != struct:
+            raise ValueError(
+                "residual(x) must return the structure and shapes of the guess: got "
+                f"{out_struct[0]} {out_struct[1]} for {struct[0]} {struct[1]}"
+            )
+        solver = self.linear_solver
+        x0, to_array, from_array = solver.layout(guess)
+        tol = default_tolerance(x0.dtype)
         rtol = tol if self.rtol is None else self.rtol
         atol = tol if self.atol is None else self.atol
 
-        def iterate(f, x0):
-            return _newton_loop(f, x0, rtol, atol, self.max_steps, self.chord, self.peel)
+        def f(z):
+            return to_array(residual(from_array(z)))
 
-        def tangent_solve(g, y):
-            return _linalg.solve(_value_and_jacobian(g, jnp.zeros_like(y))[1], y)
+        def iterate(f, x0):
+            return _newton_loop(f, x0, rtol, atol, self.max_steps, self.chord, self.peel, solver)
 
         # custom_root differentiates its aux output too, so it carries floats only
         # (integer/bool tangents are rejected): unpacked into NewtonInfo here.
-        x, aux = lax.custom_root(residual, guess, iterate, tangent_solve, has_aux=True)
+        x, aux = lax.custom_root(f, x0, iterate, solver.tangent_solve, has_aux=True)
         aux = lax.stop_gradient(aux)
-        return x, NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2].astype(jnp.int32))
+        info = NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2].astype(jnp.int32))
+        return from_array(x), info
 
 
-def max_abs(v):
-    """`max |v_i|` of a small flat vector, as a chain of elementwise maxima: under `vmap` XLA
-    fuses it into its neighbours, where a reduction would be its own pass over an ensemble."""
-    return functools.reduce(jnp.maximum, [jnp.abs(v[i]) for i in range(v.shape[0])])
-
-
-def _value_and_jacobian(f, x):
-    """`f(x)` and its Jacobian by forward-mode autodiff. Up to 6 unknowns column by column
-    from `n` JVPs along the unit vectors: unlike `jax.jacfwd` (a `vmap` of the JVP over the
-    basis) every column stays a separate small vector, so under an ensemble `vmap` the closed-
-    form solve that follows is plain elementwise arithmetic (see `_linalg`). Larger systems
-    use `jacfwd`, whose program does not grow with `n` (24 unrolled columns took 40 s to
-    compile for the quaternion top's Gauss6 stages)."""
-    n = x.shape[0]
-    if n > 6:
-        J, r = jax.jacfwd(lambda z: (f(z), f(z)), has_aux=True)(x)
-        return r, J
-    r, f_jvp = jax.linearize(f, x)
-    basis = jnp.eye(n, dtype=x.dtype)
-    return r, jnp.stack([f_jvp(basis[j]) for j in range(n)], axis=-1)
-
-
-def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
+def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
+    """The iteration on the solver's array layout `x0`."""
     dtype = x0.dtype
-    r0, J0 = _value_and_jacobian(f, x0) if chord else (None, None)
+    norm = solver.norm  # Auto: today's chain of maxima (`max_abs`)
+    r0, op0 = solver.linearise(f, x0) if chord else (None, None)
 
     def update(x, r=None):
         if chord:
             r = f(x) if r is None else r
-            J = J0
+            op = op0
         else:
-            r, J = _value_and_jacobian(f, x)
-        dx = -_linalg.solve(J, r)
+            r, op = solver.linearise(f, x)
+        dx = -solver.solve(op, r)
         return r, dx
 
     def cond(carry):
@@ -145,9 +157,9 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
         k, x, _, size_prev, _, diverged_before = carry
         r, dx = update(x, r)
         x_new = x + dx
-        res, size = max_abs(r), max_abs(dx)
-        finite = jnp.isfinite(max_abs(x_new)) & jnp.isfinite(res)
-        small = size <= atol + rtol * max_abs(x_new)
+        res, size = norm(r), norm(dx)
+        finite = jnp.isfinite(norm(x_new)) & jnp.isfinite(res)
+        small = size <= atol + rtol * norm(x_new)
         diverged = (k >= 1) & (size > 2.0 * size_prev) & ~small
         done = small | ~finite | diverged
         return k + 1, x_new, res, size, done, diverged_before | diverged
@@ -167,8 +179,8 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel):
             carry = masked_body(carry)
         carry = lax.while_loop(cond, body, carry)
     k, x, res, size, _, diverged = carry
-    finite = jnp.isfinite(max_abs(x)) & jnp.isfinite(res)
-    small = size <= atol + rtol * max_abs(x)
+    finite = jnp.isfinite(norm(x)) & jnp.isfinite(res)
+    small = size <= atol + rtol * norm(x)
     result = jnp.where(
         ~finite,
         code(RESULTS.nonfinite),

@@ -7,6 +7,7 @@ Solves are wrapped in `jax.jit` with the solver configuration static: eager call
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -302,11 +303,61 @@ def test_jit_matches_eager():
     assert bool(c_jit) and bool(c_eager)
 
 
-def test_non_flat_guess_raises():
-    with pytest.raises(ValueError):
-        Newton().solve(lambda x: x, jnp.zeros((2, 1)))
-    with pytest.raises(ValueError):
-        Newton().solve(lambda x: x, jnp.zeros(()))
+class _Split(NamedTuple):
+    head: jax.Array  # x[:1], shape (1, 1)
+    tail: jax.Array  # x[1:], shape (2,)
+
+
+def _split_solve(p):
+    """`_residual(p)` on the unknowns split into a NamedTuple of a (1, 1) and a (2,) array."""
+
+    def residual(s):
+        x = jnp.concatenate([s.head.reshape(1), s.tail])
+        r = _residual(p)(x)
+        return _Split(r[:1].reshape(1, 1), r[1:])
+
+    guess = _Split(jnp.zeros((1, 1), p.dtype), jnp.zeros(2, p.dtype))
+    return Newton().solve(residual, guess)
+
+
+def test_pytree_guess_gives_the_flat_root():
+    p = jnp.asarray(P0)
+    s, info = jax.jit(_split_solve)(p)
+    x, iterations, converged = _solve_with_info_jit(p)
+    assert isinstance(s, _Split) and s.head.shape == (1, 1) and s.tail.shape == (2,)
+    assert bool(info.converged) and bool(converged)
+    assert int(info.iterations) == int(iterations)
+    # ravelled, the split unknowns are the flat ones in the same order: the same iteration,
+    # up to XLA fusing the concatenations differently (a few eps of an O(1) root)
+    flat = np.concatenate([np.asarray(s.head).reshape(1), np.asarray(s.tail)])
+    np.testing.assert_allclose(flat, np.asarray(x), rtol=0, atol=4 * EPS)
+
+    # and its gradient is the flat solve's (implicit function theorem through the ravel)
+    def split_loss(p):
+        s = _split_solve(p)[0]
+        return _loss_of_x(jnp.concatenate([s.head.reshape(1), s.tail]))
+
+    g_split = jax.jit(jax.grad(split_loss))(p)
+    np.testing.assert_allclose(np.asarray(g_split), np.asarray(_compiled_grad(20)(p)), rtol=1e-13)
+
+
+def test_scalar_and_matrix_guesses_are_pytrees_too():
+    # a 0-d guess and an (n, 1) guess are ravelled like any pytree
+    x, info = jax.jit(lambda g: Newton().solve(lambda x: x**2 - 2.0, g))(jnp.float64(1.0))
+    assert x.shape == () and bool(info.converged)
+    np.testing.assert_allclose(float(x), np.sqrt(2.0), rtol=4 * EPS)
+    x, info = jax.jit(lambda g: Newton().solve(lambda x: circle_line(x[:, 0])[:, None], g))(
+        jnp.asarray(GUESS)[:, None]
+    )
+    assert x.shape == (2, 1) and bool(info.converged)
+    np.testing.assert_allclose(np.asarray(x[:, 0]), ROOT, rtol=4 * EPS)
+
+
+def test_residual_of_another_structure_raises():
+    with pytest.raises(ValueError, match="structure and shapes of the guess"):
+        Newton().solve(lambda x: x[:1], jnp.zeros(2))
+    with pytest.raises(ValueError, match="structure and shapes of the guess"):
+        Newton().solve(lambda s: s.tail, _Split(jnp.zeros((1, 1)), jnp.zeros(2)))
 
 
 # ---------------------------------------------------------------------------------------------
