@@ -13,6 +13,7 @@ the model (`integrates`), the model for its event shapes and value checks
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -21,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _checks
+from . import _checks, results
 from ._checks import Check, is_concrete
 from .compensated import Compensated, value_of
 from .observers import AbstractObserver
@@ -159,6 +160,11 @@ def _scan(f, init, length: int, checkpoint: bool):
     return carry, ys
 
 
+def _finite(state):
+    leaves = jax.tree_util.tree_leaves(value_of(state))
+    return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
+
+
 def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
     n_save, save_every, checkpoint = spec
     dtype = jax.tree_util.tree_leaves(state0)[0].dtype
@@ -175,6 +181,9 @@ def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
         s, ss, k, acc, obs = carry
         t = (t0 + k * dt).astype(dtype)
         s1, ss1, info = integrator.step(model, s, ss, t, h)
+        # an explicit step (or a solve that met its tolerance on finite iterates) can still
+        # return a NaN or inf state: never accepted silently
+        info = info._replace(result=results.where(~_finite(s1), RESULTS.nonfinite, info.result))
         if observer is not None:
             obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
         return (s1, ss1, k + 1, _accumulate(acc, info, k), obs), None

@@ -1,0 +1,292 @@
+"""The core contracts, over the registry of every integrator: traced parameters and `dt`
+under `jit(grad)` against finite differences, `jit` = eager, `vmap` = loop; value checks under
+`jit` naming the problem and the member; every outcome cause produced and named; refusals
+of incompatible models and mixed dtypes; checkpointed = store-everything gradients; `save`."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxrigid as jr
+from jaxrigid.cases import get_case
+from jaxrigid.integrators import METHODS_BY_FAMILY, REGISTRY
+from jaxrigid.results import RESULTS
+
+# For each family, the cases whose models its methods integrate (the first that a method
+# integrates is used): a torqued body where the method takes one, DMV's heavy top.
+CASES_BY_FAMILY = {
+    "rigid_body": ["krysl-slow-top", "dmv-heavy-top"],
+    "hamiltonian": ["pendulum", "symmetric-top-euler-angles"],
+    "director": ["nontwisting-case2"],
+    "constrained": ["symmetric-top-rattle"],
+    "coupled_bodies": ["dmv-coupled-right-angle"],
+}
+N_STEPS = 4
+
+
+def _pairs():
+    out = []
+    for family, methods in METHODS_BY_FAMILY.items():
+        for name, factory in methods.items():
+            for case_name in CASES_BY_FAMILY[family]:
+                case = get_case(case_name)
+                model, _ = case.build(case.resolve())
+                if factory().integrates(model):
+                    out.append(pytest.param(family, name, case_name, id=f"{name}-{case_name}"))
+                    break
+            else:
+                raise AssertionError(f"no test case for {family} method {name}")
+    return out
+
+
+def _scaled(model, p):
+    """Every floating parameter of `model` times `p` (a traced scalar in the tests): inertia,
+    potential weights, loads — all stay valid near p = 1."""
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    return eqx.combine(jax.tree_util.tree_map(lambda x: x * p, params), static)
+
+
+def _setup(family, name, case_name):
+    case = get_case(case_name)
+    model, state0 = case.build(case.resolve())
+    factory = dict(METHODS_BY_FAMILY[family])[name]
+    dt = case.default_dt
+
+    def loss(p, h):
+        sol = jr.simulate(factory(), _scaled(model, p), state0, h, N_STEPS, save_every=N_STEPS)
+        leaves = jax.tree_util.tree_leaves(sol.final_state)
+        # a generic smooth functional of the whole final state, with unequal weights
+        return sum(jnp.sum(jnp.sin(1.0 + k + x)) for k, x in enumerate(leaves))
+
+    return loss, dt
+
+
+def test_every_registered_method_is_tested():
+    assert len(_pairs()) == len(REGISTRY)
+
+
+@pytest.mark.parametrize("family,name,case_name", _pairs())
+def test_traced_parameter_and_dt_gradients_jit_and_vmap(family, name, case_name):
+    """`jit(grad)` with respect to a model parameter and to `dt`, with a concrete initial
+    state (this crashed with `TracerArrayConversionError` before), equals a central finite
+    difference to 1e-6 relative: the step h = 1e-4 (relative) leaves O(h²) ≈ 1e-8 truncation
+    and Newton's tolerance eps^¾ ≈ 2e-12 over h gives ≈ 2e-8 noise. `jit` = eager to
+    round-off (the same compiled runner; 1e-13), `vmap` over the parameter = a loop (1e-12:
+    only the order of reductions may differ)."""
+    loss, dt = _setup(family, name, case_name)
+    gp, gh = jax.jit(jax.grad(loss, argnums=(0, 1)))(1.0, dt)
+    e = 1e-4
+    fd_p = (loss(1.0 + e, dt) - loss(1.0 - e, dt)) / (2 * e)
+    fd_h = (loss(1.0, dt * (1 + e)) - loss(1.0, dt * (1 - e))) / (2 * e * dt)
+    np.testing.assert_allclose(float(gp), float(fd_p), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(float(gh), float(fd_h), rtol=1e-6, atol=1e-9)
+
+    eager = loss(1.0, dt)
+    np.testing.assert_allclose(float(jax.jit(loss)(1.0, dt)), float(eager), rtol=1e-13)
+    ps = jnp.array([0.99, 1.0, 1.01])
+    batched = jax.jit(jax.vmap(loss, in_axes=(0, None)))(ps, dt)
+    looped = [loss(p, dt) for p in (0.99, 1.0, 1.01)]
+    np.testing.assert_allclose(np.asarray(batched), np.asarray(looped), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# value checks under jit
+
+
+def _ensemble(n=4):
+    case = get_case("krysl-torque-free")
+    model, state0 = case.build(case.resolve())
+    return model, case.perturb(state0, np.random.default_rng(0), 0.05, n)
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("nan_state", r"Pi0 contains NaN or inf \[ensemble member 2; 1 of 4"),
+        ("scaled_R", r"R0 is not orthonormal.*\[ensemble member 2; 1 of 4"),
+        ("indefinite", r"inertia must be positive definite"),
+        ("triangle", r"triangle inequality"),
+        ("dt_zero", r"dt must be a finite nonzero scalar"),
+    ],
+)
+def test_bad_values_raise_under_jit_naming_problem_and_member(bad, message):
+    model, states = _ensemble()
+
+    def run(inertia, Pi, R, dt):
+        sol = jr.simulate(jr.IMIDM(), jr.RigidBody(inertia), jr.RigidBodyState(R, Pi), dt, 2)
+        return sol.final_state.Pi
+
+    inertia, Pi, R, dt = model.inertia, states.Pi, states.R, 0.01
+    if bad == "nan_state":
+        Pi = Pi.at[2, 1].set(jnp.nan)
+    elif bad == "scaled_R":
+        R = R.at[2].multiply(1.01)
+    elif bad == "indefinite":
+        inertia = jnp.diag(jnp.array([1.0, -1.0, 2.0]))
+    elif bad == "triangle":
+        inertia = jnp.diag(jnp.array([1.0, 1.0, 3.0]))  # 3 > 1 + 1: no rigid body
+    else:
+        dt = 0.0
+    run(model.inertia, states.Pi, states.R, 0.01)  # the good values run
+    with pytest.raises(Exception, match=message):
+        jax.block_until_ready(jax.jit(run)(inertia, Pi, R, dt))
+    with pytest.raises(ValueError, match=message):  # and eagerly, as a plain ValueError
+        run(inertia, Pi, R, dt)
+
+
+# ---------------------------------------------------------------------------------------------
+# outcomes by cause
+
+
+def _coulomb_off_branch():
+    case = get_case("krysl-coulomb-wall")
+    model, state0 = case.build(case.resolve({"coulomb": -1.0, "wall": 0.001}))
+    return jr.integrators.get_method(case.default_method), model, state0, 0.5, 20
+
+
+def _cause_cases():
+    top = get_case("krysl-fast-top")
+    model, s0 = top.build(top.resolve())
+    free = get_case("krysl-torque-free")
+    free_model, free0 = free.build(free.resolve())
+
+    def nan_torque(t, R, Pi):
+        return jnp.where(t > 0.0105, jnp.nan, 0.0) * Pi
+
+    nan_model = jr.RigidBody(free_model.inertia, torque=nan_torque)
+    return {
+        RESULTS.max_steps_reached: (
+            jr.IMIDM(newton=jr.Newton(max_steps=1)),
+            model,
+            s0,
+            0.01,
+            4,
+        ),
+        RESULTS.diverged: (jr.IMIDM(), model, s0, 5.0, 4),
+        RESULTS.nonfinite: (jr.IMIDM(), nan_model, free0, 0.01, 4),
+        RESULTS.off_branch: _coulomb_off_branch(),
+        RESULTS.step_bound_broken: (jr.IMIDM(max_angle=0.05), free_model, free0, 0.2, 4),
+    }
+
+
+@pytest.mark.parametrize("cause", [c for c in RESULTS if c is not RESULTS.successful])
+def test_each_outcome_cause_is_produced_and_named(cause):
+    integrator, model, state0, dt, n = _cause_cases()[cause]
+    sol = jr.simulate(integrator, model, state0, dt, n)
+    assert RESULTS(int(sol.result)) is cause
+    assert not bool(sol.outcome.all_converged) and int(sol.outcome.first_failure) >= 0
+    step = int(sol.outcome.first_failure)
+    with pytest.raises(jr.StepFailedError, match=rf"step {step} \(t = .*failed: {cause.name}"):
+        jr.simulate(integrator, model, state0, dt, n, throw=True)
+
+
+def test_throw_works_inside_jit_and_names_the_member():
+    model, states = _ensemble(3)
+    top = get_case("krysl-fast-top")
+    top_model, _ = top.build(top.resolve())
+
+    def run(dt):
+        return jr.simulate(jr.IMIDM(), top_model, states, dt, 4, throw=True).final_state.Pi
+
+    jax.block_until_ready(jax.jit(run)(0.001))  # no failure, no error
+    causes = "|".join(c.name for c in RESULTS if c is not RESULTS.successful)
+    with pytest.raises(
+        Exception, match=rf"step 0 \(t = 0\) of ensemble member 0 failed: ({causes})"
+    ):
+        jax.block_until_ready(jax.jit(run)(5.0))
+
+
+def test_explicit_step_to_nan_is_reported_nonfinite():
+    """An explicit method has no solve to fail, but a NaN state is still not accepted
+    silently."""
+    free = get_case("krysl-torque-free")
+    model, s0 = free.build(free.resolve())
+    bad = jr.RigidBody(
+        model.inertia, torque=lambda t, R, Pi: jnp.where(t > 0.015, jnp.nan, 0.0) * Pi
+    )
+    sol = jr.simulate(jr.integrators.ForwardEuler(), bad, s0, 0.01, 4)
+    assert RESULTS(int(sol.result)) is RESULTS.nonfinite and int(sol.outcome.first_failure) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# refusals
+
+
+def test_incompatible_model_is_refused_before_tracing_listing_valid_methods():
+    free = get_case("krysl-torque-free")
+    model, s0 = free.build(free.resolve())
+    gauss4 = dict(METHODS_BY_FAMILY["hamiltonian"])["gauss4"]()
+    with pytest.raises(
+        jr.IncompatibleModelError, match=r"gauss4 does not integrate a RigidBody.*IMIDM"
+    ):
+        jr.simulate(gauss4, model, s0, 0.01, 2)
+    wall = get_case("krysl-coulomb-wall")  # a RigidBody, but not a torque DMV takes
+    wall_model, _ = wall.build(wall.resolve())
+    with pytest.raises(TypeError, match=r"DMV-body does not integrate .*heavy top.*IMIDM"):
+        jr.simulate(jr.integrators.DMVBody(), wall_model, s0, 0.01, 2)
+    assert "DMV-body" not in jr.integrators.methods_for(wall_model)
+    top = get_case("krysl-fast-top")  # a heavy top: DMV takes it
+    assert {"DMV-body", "IMIDM"} <= set(jr.integrators.methods_for(top.build(top.resolve())[0]))
+    assert {"DMV-body", "IMIDM"} <= set(jr.integrators.methods_for(model))
+
+
+def test_mixed_dtypes_are_refused_clearly():
+    free = get_case("krysl-torque-free")
+    model, s0 = free.build(free.resolve())
+    s32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), s0)
+    with pytest.raises(TypeError, match=r"RigidBody\.inertia is float64 but the state is float32"):
+        jr.simulate(jr.IMIDM(), model, s32, 0.01, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# gradients: checkpointed = store-everything; save=fn
+
+
+@pytest.mark.parametrize("n_steps,save_every", [(100, 100), (60, 5), (7, 1)])
+def test_checkpointed_gradient_equals_store_everything(n_steps, save_every):
+    """The √n checkpointed scans recompute the same steps: the gradient is the same to
+    round-off (1e-12 relative: only the order of the adjoint sums may differ)."""
+    top = get_case("krysl-slow-top")
+    model, s0 = top.build(top.resolve())
+
+    def loss(p, checkpoint):
+        sol = jr.simulate(
+            jr.IMIDM(),
+            _scaled(model, p),
+            s0,
+            0.01,
+            n_steps,
+            save_every=save_every,
+            checkpoint=checkpoint,
+        )
+        return jnp.sum(sol.states.Pi**2) + jnp.sum(sol.final_state.R[..., 0])
+
+    g_ckpt = jax.jit(jax.grad(loss), static_argnums=1)(1.0, True)
+    g_all = jax.jit(jax.grad(loss), static_argnums=1)(1.0, False)
+    np.testing.assert_allclose(float(g_ckpt), float(g_all), rtol=1e-12)
+    np.testing.assert_allclose(float(loss(1.0, True)), float(loss(1.0, False)), rtol=0)
+
+
+def test_save_keeps_an_observable_instead_of_the_state():
+    model, states = _ensemble(3)
+    full = jr.simulate(jr.IMIDM(), model, states, 0.01, 20, save_every=5)
+    energy = jr.simulate(
+        jr.IMIDM(),
+        model,
+        states,
+        0.01,
+        20,
+        save_every=5,
+        save=lambda t, s: (t, model.kinetic_energy(s.Pi)),
+    )
+    ts, K = energy.states
+    assert K.shape == (3, 5) and ts.shape == (3, 5)
+    np.testing.assert_allclose(np.asarray(ts[0]), np.asarray(full.ts), rtol=0, atol=1e-15)
+    # the same formula on the same states, compiled inside the scan or outside: a few ulps
+    np.testing.assert_allclose(
+        np.asarray(K),
+        np.asarray(jax.vmap(jax.vmap(model.kinetic_energy))(full.states.Pi)),
+        rtol=4e-16,
+    )
