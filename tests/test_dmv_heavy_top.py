@@ -102,12 +102,13 @@ class _PrintedOneSidedKick(DMVBody):
     the left point of the step, as in (42)). Same positions as DMV-body, but its node momenta
     are off by ½Δt Γ_k × c."""
 
-    def step(self, model, state, t, dt):
+    def step(self, model, state, solver_state, t, dt):
         R, Pi = state
         Pi = Pi + dt * body_gravity_torque(model.potential, R)
         c, info = solve_moser_veselov(self.newton, model.inertia, dt * Pi)
         W1 = cayley_minus_identity(c)
-        return jr.RigidBodyState(R + R @ W1, Pi + cayley_minus_identity(-c) @ Pi), info
+        R1, Pi1 = R + R @ W1, Pi + cayley_minus_identity(-c) @ Pi
+        return jr.RigidBodyState(R1, Pi1), solver_state, info
 
 
 def test_printed_one_sided_kick_is_first_order(reference):

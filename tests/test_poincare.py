@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from typing import ClassVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,20 +14,24 @@ import numpy as np
 import jaxrigid as jr
 from jaxrigid import cli
 from jaxrigid.cases import hamiltonian as cases
-from jaxrigid.integrators.base import explicit_info
+from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
 from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
 from jaxrigid.models import hamiltonian as ham
 from jaxrigid.models.hamiltonian import CanonicalState
 from jaxrigid.observers import PoincareSection
 
 
-class _ExactRotation(eqx.Module):
+class _ExactRotation(AbstractIntegrator):
     """The exact flow of `H = (|p|² + |q|²)/2`: a rotation of every `(qᵢ, pᵢ)` plane by `h`."""
 
-    def step(self, model, state, t, h):
+    name: ClassVar[str] = "exact-rotation"
+    order: ClassVar[int] = 99
+    model_types: ClassVar[tuple[type, ...]] = (ham.HamiltonianSystem,)
+
+    def step(self, model, state, solver_state, t, h):
         c, s = jnp.cos(h), jnp.sin(h)
         q, p = state
-        return CanonicalState(c * q + s * p, c * p - s * q), explicit_info(q.dtype)
+        return CanonicalState(c * q + s * p, c * p - s * q), solver_state, explicit_info(q.dtype)
 
 
 def _circle(direction=1.0):

@@ -156,7 +156,8 @@ def test_absurd_step_is_reported_not_hidden():
     assert bool(jnp.all(ok.newton.all_converged)) and bool(jnp.all(ok.newton.first_failure == -1))
     with pytest.raises(
         jr.StepFailedError,
-        match=r"step \d+ \(t = .*\) of ensemble member 0 failed: (diverged|max_steps_reached|off_branch)",
+        match=r"step \d+ \(t = .*\) of ensemble member 0 failed: "
+        r"(diverged|max_steps_reached|off_branch)",
     ):
         jr.simulate(jr.IMIDM(), model, states, 5.0, 10, throw=True)
 
