@@ -143,9 +143,12 @@ def _scan(f, init, length: int, checkpoint: bool):
     """`lax.scan(f, init, None, length)`; with `checkpoint`, as ⌈length/b⌉ rematerialised
     blocks of `b ≈ √length` steps, so that a reverse pass stores O(√length) carries instead of
     every step's residuals (Griewank's two-level checkpointing)."""
+    if length == 1:  # no loop: a level of loop nesting less to compile (measured: ~2× faster)
+        carry, y = f(init, None)
+        return carry, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], y)
     if not checkpoint or length < 4:
         return lax.scan(f, init, None, length=length)
-    b = math.isqrt(length - 1) + 1
+    b = _block_length(length)
     q, r = divmod(length, b)
 
     def block(carry, _):
@@ -158,6 +161,20 @@ def _scan(f, init, length: int, checkpoint: bool):
         carry, tail = lax.scan(f, carry, None, length=r)
         ys = jax.tree_util.tree_map(lambda a, c: jnp.concatenate([a, c]), ys, tail)
     return carry, ys
+
+
+def _block_length(length: int) -> int:
+    """A divisor of `length` within a factor 2 of √length where there is one, so that no
+    remainder scan is compiled (a second copy of the step: longer compiles, measured); else
+    ⌈√length⌉ with a remainder."""
+    root = math.isqrt(length)
+    for b in range(max(root, 1), 2 * root + 1):
+        if length % b == 0:
+            return b
+    for b in range(root, max(root // 2, 1) - 1, -1):
+        if length % b == 0:
+            return b
+    return math.isqrt(length - 1) + 1
 
 
 def _finite(state):
@@ -181,9 +198,12 @@ def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
         s, ss, k, acc, obs = carry
         t = (t0 + k * dt).astype(dtype)
         s1, ss1, info = integrator.step(model, s, ss, t, h)
-        # an explicit step (or a solve that met its tolerance on finite iterates) can still
-        # return a NaN or inf state: never accepted silently
-        info = info._replace(result=results.where(~_finite(s1), RESULTS.nonfinite, info.result))
+        if not integrator.implicit:
+            # an explicit step has no solve to report a NaN or inf: never accepted silently.
+            # (An implicit step's Newton reports non-finite iterates and residuals itself,
+            # and a per-step check cost the fast IMIDM ensemble ~10%.)
+            result = results.where(~_finite(s1), RESULTS.nonfinite, info.result)
+            info = info._replace(result=result)
         if observer is not None:
             obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
         return (s1, ss1, k + 1, _accumulate(acc, info, k), obs), None
@@ -194,8 +214,9 @@ def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
         (state, ss, k1, outcome, obs), _ = _scan(one, init, save_every, checkpoint)
         return (state, ss, k1, obs), (kept(k1, state), outcome)
 
-    if checkpoint:  # an outer block's recomputation then stores segment carries only
-        segment = jax.checkpoint(segment, prevent_cse=False)
+    # Not rematerialising `segment` itself: an outer block's recomputation then keeps each of
+    # its ~√n_save segments' ~√save_every block carries, O(√n_steps) in all, and the forward
+    # program compiles as fast as without checkpoints (measured: +60% with it).
     init = (state0, solver_state0, jnp.int32(0), obs0)
     (final, _, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
     states = jax.tree_util.tree_map(
