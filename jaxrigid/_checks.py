@@ -54,16 +54,33 @@ def _reduce(check: Check):
     return jnp.any(bad), first, jnp.sum(bad), value
 
 
+def member_of(first, shape):
+    """The ensemble member at flat index `first` of `shape`: an int for one axis, a tuple for
+    several, `None` for a single trajectory."""
+    if not shape:
+        return None
+    idx = np.unravel_index(int(first), shape)
+    return int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
+
+
+def first_row(flags, *values):
+    """Under a caller's `vmap` a host callback sees one row per mapped member: the values of
+    the first row whose `flags` is set (the values themselves when unmapped)."""
+    flags = np.asarray(flags)
+    if not flags.ndim:
+        return values
+    i = np.unravel_index(int(np.argmax(flags)), flags.shape)
+    return tuple(np.asarray(v)[i] for v in values)
+
+
 def format_failure(check: Check, shape, first, count, value) -> str:
     """The message for a failed check: what, the value quoted, and which member."""
     text = check.message
     if check.value is not None:
         text += f" (got {float(value):.6g})"
-    size = int(np.prod(shape)) if shape else 1
     if shape:
-        idx = np.unravel_index(int(first), shape)
-        member = int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
-        text += f" [ensemble member {member}; {int(count)} of {size} members fail]"
+        size = int(np.prod(shape))
+        text += f" [ensemble member {member_of(first, shape)}; {int(count)} of {size} members fail]"
     return text
 
 
@@ -85,13 +102,9 @@ def raise_in_graph(checks) -> None:
         reduced = _reduce(check)
 
         def callback(any_bad, first, count, value, check=check, shape=shape):
-            any_bad = np.asarray(any_bad)
-            if any_bad.any():
-                i = np.unravel_index(int(np.argmax(any_bad)), any_bad.shape) if any_bad.ndim else ()
-                pick = lambda a: np.asarray(a)[i]  # noqa: E731
-                raise InvalidValueError(
-                    format_failure(check, shape, pick(first), pick(count), pick(value))
-                )
+            if np.asarray(any_bad).any():
+                first, count, value = first_row(any_bad, first, count, value)
+                raise InvalidValueError(format_failure(check, shape, first, count, value))
 
         # Always called (four scalars per check and call of `simulate`): a `lax.cond` around
         # it would become a select under a caller's `vmap`, which effects do not allow.

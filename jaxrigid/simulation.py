@@ -23,10 +23,15 @@ import numpy as np
 from jax import lax
 
 from . import _checks, results
-from ._checks import Check, is_concrete
+from ._checks import Check
 from .compensated import Compensated, value_of
 from .observers import AbstractObserver
-from .results import RESULTS, code
+from .results import (
+    RESULTS,
+    NewtonConvergenceError,
+    Outcome,
+    StepFailedError,
+)
 
 __all__ = [
     "AbstractObserver",
@@ -37,27 +42,6 @@ __all__ = [
     "StepFailedError",
     "simulate",
 ]
-
-
-class Outcome(NamedTuple):
-    """The steps' outcomes reduced over a run or a saved interval (leaves: the ensemble shape).
-
-    `result`: the `RESULTS` code of the first failed step (0, `successful`, if none);
-    `first_failure`: that step's index (−1 if none); `max_iterations`, `max_residual`: the
-    worst Newton solve. `all_converged` is `result == successful`.
-    """
-
-    max_iterations: jax.Array
-    max_residual: jax.Array
-    result: jax.Array
-    first_failure: jax.Array
-
-    @property
-    def all_converged(self) -> jax.Array:
-        return self.result == RESULTS.successful
-
-
-NewtonSummary = Outcome  # the name of one release ago
 
 
 class Solution(NamedTuple):
@@ -94,47 +78,6 @@ class IncompatibleModelError(TypeError):
     """The integrator does not integrate this kind of model (raised before tracing)."""
 
 
-class StepFailedError(RuntimeError):
-    """A step failed (raised by `simulate(throw=True)`): the message names the cause, the
-    step, its time and the ensemble member, with advice for that cause."""
-
-
-NewtonConvergenceError = StepFailedError  # the name of one release ago
-
-
-# ----------------------------------------------------------------------------------------
-# Outcomes
-
-
-def _no_failures(dtype) -> Outcome:
-    return Outcome(jnp.int32(0), jnp.zeros((), dtype), code(RESULTS.successful), jnp.int32(-1))
-
-
-def _accumulate(acc: Outcome, info, k) -> Outcome:
-    """Fold one step's `StepInfo` (step index `k`) into the running outcome. Done in the
-    scan carry, so no per-step info is ever stored (at 10⁶ members × 10³ steps: GBs)."""
-    failed = info.result != RESULTS.successful
-    fresh = (acc.first_failure < 0) & failed
-    return Outcome(
-        jnp.maximum(acc.max_iterations, info.iterations),
-        jnp.maximum(acc.max_residual, info.residual),
-        jnp.where(fresh, info.result, acc.result).astype(jnp.int32),
-        jnp.where(fresh, k, acc.first_failure).astype(jnp.int32),
-    )
-
-
-def _combine(per_save: Outcome) -> Outcome:
-    """The outcome of consecutive intervals (leading axis): the first failed one's cause."""
-    failed = per_save.result != RESULTS.successful
-    first = jnp.argmax(failed)
-    return Outcome(
-        jnp.max(per_save.max_iterations),
-        jnp.max(per_save.max_residual),
-        jnp.where(jnp.any(failed), per_save.result[first], 0).astype(jnp.int32),
-        jnp.where(jnp.any(failed), per_save.first_failure[first], -1).astype(jnp.int32),
-    )
-
-
 # ----------------------------------------------------------------------------------------
 # The scans
 
@@ -143,9 +86,6 @@ def _scan(f, init, length: int, checkpoint: bool):
     """`lax.scan(f, init, None, length)`; with `checkpoint`, as ⌈length/b⌉ rematerialised
     blocks of `b ≈ √length` steps, so that a reverse pass stores O(√length) carries instead of
     every step's residuals (Griewank's two-level checkpointing)."""
-    if length == 1:  # no loop: a level of loop nesting less to compile (measured: ~2× faster)
-        carry, y = f(init, None)
-        return carry, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], y)
     if not checkpoint or length < 4:
         return lax.scan(f, init, None, length=length)
     b = _block_length(length)
@@ -165,8 +105,7 @@ def _scan(f, init, length: int, checkpoint: bool):
 
 def _block_length(length: int) -> int:
     """A divisor of `length` within a factor 2 of √length where there is one, so that no
-    remainder scan is compiled (a second copy of the step: longer compiles, measured); else
-    ⌈√length⌉ with a remainder."""
+    remainder scan (a second copy of the step to compile) is needed; else ⌈√length⌉."""
     root = math.isqrt(length)
     for b in range(max(root, 1), 2 * root + 1):
         if length % b == 0:
@@ -200,23 +139,22 @@ def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
         s1, ss1, info = integrator.step(model, s, ss, t, h)
         if not integrator.implicit:
             # an explicit step has no solve to report a NaN or inf: never accepted silently.
-            # (An implicit step's Newton reports non-finite iterates and residuals itself,
-            # and a per-step check cost the fast IMIDM ensemble ~10%.)
+            # An implicit step's Newton reports non-finite iterates and residuals itself, so
+            # the hot implicit ensembles do not pay for a second check.
             result = results.where(~_finite(s1), RESULTS.nonfinite, info.result)
             info = info._replace(result=result)
         if observer is not None:
             obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
-        return (s1, ss1, k + 1, _accumulate(acc, info, k), obs), None
+        return (s1, ss1, k + 1, results.accumulate(acc, info, k), obs), None
 
     def segment(carry, _):
         state, ss, k0, obs = carry
-        init = (state, ss, k0, _no_failures(dtype), obs)
+        init = (state, ss, k0, results.no_failures(dtype), obs)
         (state, ss, k1, outcome, obs), _ = _scan(one, init, save_every, checkpoint)
         return (state, ss, k1, obs), (kept(k1, state), outcome)
 
-    # Not rematerialising `segment` itself: an outer block's recomputation then keeps each of
-    # its ~√n_save segments' ~√save_every block carries, O(√n_steps) in all, and the forward
-    # program compiles as fast as without checkpoints (measured: +60% with it).
+    # `segment` itself need not be rematerialised: an outer block's recomputation keeps each
+    # of its ~√n_save segments' ~√save_every block carries, O(√n_steps) in all.
     init = (state0, solver_state0, jnp.int32(0), obs0)
     (final, _, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
     states = jax.tree_util.tree_map(
@@ -331,9 +269,9 @@ def simulate(
     states, final, per_save, obs = run(integrator, observer, save, model, flat, flat_obs0, t0, dt)
     unflat = lambda x: x.reshape(batch_shape + x.shape[1:]) if n_members else x  # noqa: E731
     states, final, per_save, obs = jax.tree_util.tree_map(unflat, (states, final, per_save, obs))
-    solution = Solution(ts, states, final, _summary(per_save, batch_shape), per_save, obs)
+    solution = Solution(ts, states, final, results.summarize(per_save, batch_shape), per_save, obs)
     if throw:
-        _raise_on_failure(solution.outcome, t0, dt)
+        results.raise_on_failure(solution.outcome, t0, dt)
     return solution
 
 
@@ -353,23 +291,13 @@ def check_integrates(integrator, model) -> None:
 
 def _value_checks(model, state0, dt) -> list[Check]:
     dt = jnp.asarray(dt)
-    checks = [
-        Check(
-            jnp.asarray(dt.ndim != 0), f"dt must be a finite nonzero scalar, got shape {dt.shape}"
-        )
-    ]
-    if dt.ndim == 0:
-        checks.append(
-            Check(~jnp.isfinite(dt) | (dt == 0), "dt must be a finite nonzero scalar", dt)
-        )
+    if dt.ndim:
+        raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
+    checks = [Check(~jnp.isfinite(dt) | (dt == 0), "dt must be a finite nonzero scalar", dt)]
     checks += model.parameter_checks() + model.state_checks(value_of(state0))
     if isinstance(state0, Compensated):
-        bad = [~jnp.isfinite(e) for e in jax.tree_util.tree_leaves(state0.error)]
         checks.append(
-            Check(
-                jnp.any(jnp.stack([jnp.any(b) for b in bad])),
-                "Compensated state's error contains NaN or inf",
-            )
+            Check(~_finite(state0.error), "Compensated state's error contains NaN or inf")
         )
     return checks
 
@@ -433,61 +361,6 @@ def _compiled_runner(spec, model_axes, batched):
 
         _RUNNERS[key] = jax.jit(run, static_argnums=2)
     return _RUNNERS[key]
-
-
-def _summary(per_save: Outcome, batch_shape) -> Outcome:
-    nd = len(batch_shape)
-    if nd == 0:
-        return _combine(per_save)
-    flat = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[nd:]), per_save)
-    out = jax.vmap(_combine)(flat)
-    return jax.tree_util.tree_map(lambda x: x.reshape(batch_shape), out)
-
-
-# ----------------------------------------------------------------------------------------
-# throw=True
-
-
-def failure_message(result, step, t, member, count, size) -> str:
-    """The message of `StepFailedError`: cause, step, time, member, and advice."""
-    cause = RESULTS(int(result))
-    who = ""
-    if member is not None:
-        who = f" of ensemble member {member}"
-    text = f"step {int(step)} (t = {float(t):.6g}){who} failed: {cause.name}"
-    if size > 1:
-        text += f" ({int(count)} of {int(size)} trajectories had failed steps)"
-    return f"{text}. {cause.advice}."
-
-
-def _raise_on_failure(outcome: Outcome, t0, dt):
-    shape = jnp.shape(outcome.result)
-    failed = (outcome.result != RESULTS.successful).reshape(-1)
-    first = jnp.argmax(failed)
-    result = outcome.result.reshape(-1)[first]
-    step = outcome.first_failure.reshape(-1)[first]
-    t = t0 + step * jnp.asarray(dt, t0.dtype)
-    reduced = (jnp.any(failed), first, jnp.sum(failed), result, step, t)
-
-    def host(any_failed, first, count, result, step, t):
-        if not np.asarray(any_failed).any():
-            return
-        if np.ndim(any_failed):  # under a caller's vmap: report its first failing row
-            i = np.unravel_index(int(np.argmax(any_failed)), np.shape(any_failed))
-            first, count, result, step, t = (
-                np.asarray(a)[i] for a in (first, count, result, step, t)
-            )
-        member = None
-        if shape:
-            idx = np.unravel_index(int(first), shape)
-            member = int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
-        size = int(np.prod(shape)) if shape else 1
-        raise StepFailedError(failure_message(result, step, t, member, count, size))
-
-    if is_concrete(reduced):
-        host(*(np.asarray(r) for r in reduced))
-    else:
-        jax.debug.callback(host, *reduced)
 
 
 def _check_compensated(integrator, state0):

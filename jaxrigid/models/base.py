@@ -19,6 +19,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._checks import Check
+from ..lie import so3
 
 __all__ = ["AbstractModel", "Check", "finite", "rotation_checks", "spd3_checks"]
 
@@ -61,8 +62,6 @@ def finite(x, event_ndims: int):
 
 def rotation_checks(R, name: str) -> list[Check]:
     """`R (..., 3, 3)` is a rotation: finite, `‖RᵀR − 1‖ ≤ √eps`, `det R > 0`."""
-    from ..lie import so3
-
     tol = float(jnp.finfo(R.dtype).eps) ** 0.5
     err = so3.orthogonality_error(R)
     return [

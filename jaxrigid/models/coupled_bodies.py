@@ -155,27 +155,36 @@ class CoupledBodies(AbstractModel):
         }
 
     def check_state_shapes(self, state: CoupledBodiesState) -> None:
-        R, Lam, Pi = state
-        if R.shape[-2:] != (3, 3) or Lam.shape != R.shape or Pi.shape != R.shape[:-2] + (2, 3):
-            raise ValueError(
-                "coupled-bodies state needs R (..., 3, 3), Lambda (..., 3, 3), Pi (..., 2, 3); "
-                f"got {R.shape}, {Lam.shape}, {Pi.shape}"
-            )
+        check_coupled_state_shapes(state)
 
     def state_checks(self, state: CoupledBodiesState) -> list[Check]:
-        """`R`, `Lambda` rotations (to √eps), `Pi` finite."""
-        return [
-            *rotation_checks(state.R, "R"),
-            *rotation_checks(state.Lambda, "Lambda"),
-            Check(~finite(state.Pi, 2), "coupled-bodies Pi contains NaN or inf"),
-        ]
+        return coupled_state_checks(state)
 
     def state_event_ndims(self) -> CoupledBodiesState:
         return CoupledBodiesState(R=2, Lambda=2, Pi=2)
 
 
+def check_coupled_state_shapes(state: CoupledBodiesState) -> None:
+    """`ValueError` unless `R`, `Lambda` are `(..., 3, 3)` and `Pi` `(..., 2, 3)`, with the
+    same leading (ensemble) axes."""
+    R, Lam, Pi = state
+    if R.shape[-2:] != (3, 3) or Lam.shape != R.shape or Pi.shape != R.shape[:-2] + (2, 3):
+        raise ValueError(
+            "coupled-bodies state needs R (..., 3, 3), Lambda (..., 3, 3), Pi (..., 2, 3); "
+            f"got {R.shape}, {Lam.shape}, {Pi.shape}"
+        )
+
+
+def coupled_state_checks(state: CoupledBodiesState) -> list[Check]:
+    """`R`, `Lambda` rotations (to √eps), `Pi` finite."""
+    return [
+        *rotation_checks(state.R, "R"),
+        *rotation_checks(state.Lambda, "Lambda"),
+        Check(~finite(state.Pi, 2), "coupled-bodies Pi contains NaN or inf"),
+    ]
+
+
 def check_coupled_state(state: CoupledBodiesState):
-    """`ValueError` unless `R`, `Lambda` are rotations (to √eps) and `Pi` has shape
-    `(..., 2, 3)`, all finite and with the same leading (ensemble) axes (concrete states)."""
-    CoupledBodies.check_state_shapes(None, state)
-    _checks.raise_now(CoupledBodies.state_checks(None, state))
+    """`ValueError` unless the (concrete) state passes the shape and value checks above."""
+    check_coupled_state_shapes(state)
+    _checks.raise_now(coupled_state_checks(state))

@@ -220,11 +220,7 @@ class DirectorRigidBody(AbstractModel):
         return DirectorState(q=1, v=1)
 
     def check_state_shapes(self, state: DirectorState) -> None:
-        q, v = state
-        if q.shape[-1:] != (9,) or v.shape != q.shape:
-            raise ValueError(
-                f"director state needs q and v of shape (..., 9), got {q.shape}, {v.shape}"
-            )
+        check_director_state_shapes(state)
         if jnp.shape(self.euler_inertia)[-2:] != (3, 3):
             raise ValueError(
                 f"euler_inertia must have shape (..., 3, 3), got {jnp.shape(self.euler_inertia)}"
@@ -287,15 +283,26 @@ def director_state_checks(state: DirectorState, nontwisting=False, velocities=Tr
     return checks
 
 
+def check_director_state_shapes(state: DirectorState) -> None:
+    q, v = state
+    if q.shape[-1:] != (9,) or v.shape != q.shape:
+        raise ValueError(
+            f"director state needs q and v of shape (..., 9), got {q.shape}, {v.shape}"
+        )
+
+
 def check_director_body(model: DirectorRigidBody):
     """`ValueError` unless the model's parameters pass `parameter_checks` (concrete)."""
-    model.check_state_shapes(DirectorState(jnp.zeros(9), jnp.zeros(9)))
+    if jnp.shape(model.euler_inertia)[-2:] != (3, 3):
+        raise ValueError(
+            f"euler_inertia must have shape (..., 3, 3), got {jnp.shape(model.euler_inertia)}"
+        )
     _checks.raise_now(model.parameter_checks())
 
 
 def check_director_state(state: DirectorState, nontwisting: bool = False, velocities: bool = True):
     """`ValueError` unless `state` passes `director_state_checks` (concrete states)."""
-    DirectorRigidBody.check_state_shapes(DirectorRigidBody(jnp.eye(3)), state)
+    check_director_state_shapes(state)
     _checks.raise_now(director_state_checks(state, nontwisting, velocities))
 
 
