@@ -1,11 +1,13 @@
 """jaxrigid: structure-preserving integrators for rigid-body dynamics in JAX."""
 
 from . import compensated as compensated
+from . import controls as controls
 from . import diagnostics as diagnostics
 from . import integrators as integrators
 from . import lie as lie
 from . import linear_solvers as linear_solvers
 from . import models as models
+from . import rails as rails
 from . import results as results
 from ._checks import InvalidValueError as InvalidValueError
 from .compensated import Compensated as Compensated
@@ -30,6 +32,8 @@ from .models import DirectorRigidBody as DirectorRigidBody
 from .models import DirectorState as DirectorState
 from .models import RigidBody as RigidBody
 from .models import RigidBodyState as RigidBodyState
+from .models import RollingBall as RollingBall
+from .models import RollingBallState as RollingBallState
 from .newton import Newton as Newton
 from .newton import NewtonInfo as NewtonInfo
 from .observers import AbstractObserver as AbstractObserver

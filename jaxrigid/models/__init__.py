@@ -12,3 +12,6 @@ from .rigid_body import AxialPowerPotential as AxialPowerPotential
 from .rigid_body import HeavyTopPotential as HeavyTopPotential
 from .rigid_body import RigidBody as RigidBody
 from .rigid_body import RigidBodyState as RigidBodyState
+from .rolling_ball import RollingBall as RollingBall
+from .rolling_ball import RollingBallState as RollingBallState
+from .rolling_ball import two_circles_ball as two_circles_ball

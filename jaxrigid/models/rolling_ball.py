@@ -1,0 +1,514 @@
+"""A ball rolling without slipping on a horizontal plane, actuated by internal point masses
+moving on body-fixed rails along prescribed `θᵢ(t)` (Putkaradze & Rogers 2018, eq. (B.8);
+the model note `shared/models/rolling-ball.md`, mode 1 "prescribed actuation").
+
+Notation (the paper's): `Λ` body → space, as the unit quaternion `q` (`Λ = Λ(q)`, (D.15));
+body angular velocity `Ω`; `Γ = Λᵀe₃` the vertical seen from the body; `x` the geometric
+centre (GC), `x₃ = r`; the shell has mass `m₀`, centre of mass `χ₀` from the GC, inertia `𝕀`
+about its own centre of mass; point mass `i = 1..n` has mass `mᵢ` at `χᵢ = ζᵢ(θᵢ(t))`;
+`sᵢ = rΓ + χᵢ` (`i = 0..n`) runs from the contact point to mass `i`. Rolling: `Λᵀẋ = rΩ × Γ`.
+
+    𝕀Ω̇ + Ω × 𝕀Ω + rΓ̃ × Γ + Σᵢ₌₀ⁿ mᵢ sᵢ × {gΓ + Ω̇ × sᵢ + Ω × (Ω × χᵢ + 2χ̇ᵢ) + χ̈ᵢ} = 0   (B.8)
+    q̇ = ½ q Ω♯,   ẋ = r Λ(Ω × Γ),   χ̇₀ = χ̈₀ = 0.
+
+(B.8) is the balance of angular momentum about the contact point, in body axes: the brace
+is `Λᵀ(aᵢ + g e₃)`, `aᵢ` mass `i`'s spatial acceleration; the shell's inertia about the
+contact point is `𝕀 − m₀ŝ₀²` (parallel axes), which is why `𝕀` is about the shell's own centre
+of mass. `Γ̃ = ΛᵀF` is the body form of an external force `F` at the GC: its torque about the
+contact point is `rΓ × Γ̃`, which moved to the left side is the printed `+rΓ̃ × Γ`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import _checks, _linalg
+from .._checks import is_concrete
+from ..controls import AbstractControl, SinusoidControl, ZeroControl
+from ..lie import quaternion
+from ..rails import AbstractRail, CircleRail, map_over_sweep, max_radius
+from .base import AbstractModel, Check, finite, spd3_checks
+
+__all__ = [
+    "RollingBall",
+    "RollingBallState",
+    "TWO_CIRCLES_T_END",
+    "check_rolling_ball_state",
+    "rolling_ball_state",
+    "two_circles_ball",
+    "vertical",
+]
+
+
+class RollingBallState(NamedTuple):
+    """`q (..., 4)` unit quaternion body → space; `Omega (..., 3)` body angular velocity;
+    `x (..., 3)` the geometric centre (`x₃ = r`; `x₁, x₂` are the contact point's)."""
+
+    q: jax.Array
+    Omega: jax.Array
+    x: jax.Array
+
+
+def vertical(q):
+    """`Γ = Λᵀe₃ = q* e₃ q` (the third row of (D.15)), `(..., 4) -> (..., 3)`.
+
+    Written homogeneously (`Γ₃ = w² − x² − y² + z²`, not `1 − 2(x² + y²)`), so that
+    `|Γ| = |q|²` exactly: `|Γ| = 1` follows from `|q| = 1`."""
+    w, a, b, c = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return jnp.stack(
+        [2 * (a * c - w * b), 2 * (b * c + w * a), w * w - a * a - b * b + c * c], axis=-1
+    )
+
+
+def _rows(v, k):
+    """`v (3,)` repeated as `k` rows (explicit: rank promotion may be disabled)."""
+    return jnp.broadcast_to(v, (k,) + v.shape)
+
+
+class RollingBall(AbstractModel):
+    """The rolling ball with `n ≥ 0` point masses on rails driven by a prescribed control.
+
+    **Fields** (arrays are traceable, differentiable, sweepable parameters): `radius ()`;
+    `mass ()` the shell's mass `m₀`; `inertia (3, 3)` SPD, about the shell's centre of mass,
+    body axes; `chi0 (3,)` the shell's centre of mass from the GC; `masses (n,)`; `rails` a
+    tuple of `n` `AbstractRail`s; `control` an `AbstractControl` giving `θ(t) (n,)`;
+    `gravity ()` `g` (default 9.81); `external_force (3,)` spatial `F` at the GC (default 0).
+
+    Construction raises `ValueError` when the sizes of `masses`, `rails` and `control` differ
+    and, for concrete parameters, `InvalidValueError` (a `ValueError`) for bad values (see
+    `parameter_checks`).
+    """
+
+    state_type: ClassVar[type] = RollingBallState
+    time_dependent: ClassVar[bool] = True
+    radius: jax.Array
+    mass: jax.Array
+    inertia: jax.Array
+    chi0: jax.Array
+    masses: jax.Array
+    rails: tuple
+    control: AbstractControl
+    gravity: jax.Array
+    external_force: jax.Array
+
+    def __init__(
+        self,
+        radius,
+        mass,
+        inertia,
+        chi0,
+        masses=None,
+        rails=(),
+        control=None,
+        gravity=9.81,
+        external_force=None,
+    ):
+        self.inertia = jnp.asarray(inertia)
+        dtype = self.inertia.dtype
+        self.radius = jnp.asarray(radius)
+        self.mass = jnp.asarray(mass)
+        self.chi0 = jnp.asarray(chi0)
+        self.rails = tuple(rails)
+        self.masses = jnp.zeros((0,), dtype) if masses is None else jnp.asarray(masses)
+        self.control = ZeroControl(len(self.rails)) if control is None else control
+        self.gravity = jnp.asarray(gravity)
+        self.external_force = (
+            jnp.zeros((3,), dtype) if external_force is None else jnp.asarray(external_force)
+        )
+
+    def __check_init__(self):
+        check_model_shapes(self)
+        if is_concrete(self):  # bad values at once, not only at `simulate`
+            _checks.raise_now(self.parameter_checks())
+
+    # --- kinematics -------------------------------------------------------------------
+
+    @property
+    def n_masses(self) -> int:
+        return len(self.rails)
+
+    @property
+    def total_mass(self):
+        """`Σᵢ₌₀ⁿ mᵢ`, shell included."""
+        return self.mass + jnp.sum(self.masses, axis=-1)
+
+    def weights(self):
+        """`(m₀, m₁, …, mₙ)`, `(n+1,)`."""
+        return jnp.concatenate([jnp.reshape(self.mass, (1,)), self.masses])
+
+    def mass_kinematics(self, t):
+        """Body positions `χᵢ`, velocities `χ̇ᵢ`, accelerations `χ̈ᵢ`, each `(n+1, 3)`, row 0 the
+        shell's centre of mass (`χ̇₀ = χ̈₀ = 0`): `χ̇ = ζ′θ̇`, `χ̈ = ζ″θ̇² + ζ′θ̈` by autodiff."""
+        chi, chid, chidd = [self.chi0], [jnp.zeros_like(self.chi0)], [jnp.zeros_like(self.chi0)]
+        if self.rails:
+            theta, dtheta, ddtheta = self.control.derivatives(t)
+            for i, rail in enumerate(self.rails):
+                z, dz, ddz = rail.derivatives(theta[i])
+                chi.append(z)
+                chid.append(dz * dtheta[i])
+                chidd.append(ddz * dtheta[i] ** 2 + dz * ddtheta[i])
+        return jnp.stack(chi), jnp.stack(chid), jnp.stack(chidd)
+
+    def attitude(self, state):
+        """`Λ (3, 3)` from `q`, (D.15)."""
+        return quaternion.to_matrix(state.q)
+
+    def angular_velocity(self, state):
+        """The body angular velocity `Ω` (the Lie-group integrators update `q` by it)."""
+        return state.Omega
+
+    # --- dynamics ---------------------------------------------------------------------
+
+    def omega_dot(self, t, state):
+        """`Ω̇` from (B.8), solved through `𝕀 − Σᵢ mᵢŝᵢ² = 𝕀 + Σᵢ mᵢ(|sᵢ|²𝟙 − sᵢsᵢᵀ)` ((B.9),
+        (B.10)), which is SPD (`𝕀` SPD, `mᵢ ≥ 0`)."""
+        m = self.weights()
+        k = m.shape[0]
+        chi, chid, chidd = self.mass_kinematics(t)
+        Om = state.Omega
+        Gamma = vertical(state.q)
+        Gamma_tilde = self.attitude(state).T @ self.external_force
+        s = self.radius * _rows(Gamma, k) + chi
+        A = (
+            self.inertia
+            + jnp.sum(m * jnp.sum(s * s, axis=-1)) * jnp.eye(3, dtype=s.dtype)
+            - jnp.einsum("i,ij,ik->jk", m, s, s)
+        )
+        Oms = _rows(Om, k)
+        w = (
+            self.gravity * _rows(Gamma, k)
+            + _linalg.cross(Oms, _linalg.cross(Oms, chi) + 2.0 * chid)
+            + chidd
+        )
+        torque = (
+            _linalg.cross(Om, self.inertia @ Om)
+            + self.radius * _linalg.cross(Gamma_tilde, Gamma)
+            + jnp.sum(m[:, None] * _linalg.cross(s, w), axis=0)
+        )
+        return _linalg.solve(A, -torque)
+
+    def vector_field(self, t, state: RollingBallState) -> RollingBallState:
+        """`(q̇, Ω̇, ẋ) = (½ q Ω♯, (B.8), r Λ(Ω × Γ))` (Appendix D; rolling constraint).
+
+        `ẋ` is formed as `r ω × e₃ = r(ω₂, −ω₁, 0)`, `ω = ΛΩ` (equal to `rΛ(Ω × Γ)` for a
+        rotation `Λ`): its third component is exactly zero, so `x₃ = r` is kept to the bit by
+        any integrator that adds increments of `ẋ`, even while `|q|` drifts."""
+        Om = state.Omega
+        qdot = 0.5 * quaternion.multiply(state.q, jnp.concatenate([jnp.zeros_like(Om[:1]), Om]))
+        omega = self.attitude(state) @ Om
+        xdot = self.radius * jnp.stack([omega[1], -omega[0], jnp.zeros_like(omega[0])])
+        return RollingBallState(qdot, self.omega_dot(t, state), xdot)
+
+    # --- energy, positions, contact -----------------------------------------------------
+
+    def mass_positions(self, t, state):
+        """Spatial positions `x + Λχᵢ`, `(n+1, 3)`: row 0 the shell's centre of mass, then the
+        point masses."""
+        chi, _, _ = self.mass_kinematics(t)
+        k = chi.shape[0]
+        return _rows(state.x, k) + chi @ self.attitude(state).T
+
+    def _along_flow(self, fn, t, state):
+        """`(fn, d/dt fn)` along the exact flow of `vector_field`, by `jax.jvp`."""
+        t = jnp.asarray(t)
+        t = t if jnp.issubdtype(t.dtype, jnp.inexact) else t * 1.0
+        return jax.jvp(fn, (t, state), (jnp.ones_like(t), self.vector_field(t, state)))
+
+    def mass_velocities(self, t, state):
+        """Spatial velocities `(n+1, 3)`: `d/dt mass_positions` along the flow (autodiff)."""
+        return self._along_flow(self.mass_positions, t, state)[1]
+
+    def mass_accelerations(self, t, state):
+        """Spatial accelerations `aᵢ (n+1, 3)`: `d²/dt² mass_positions` along the flow."""
+        return self._along_flow(self.mass_velocities, t, state)[1]
+
+    def energy(self, t, state):
+        """Kinetic plus potential energy, with rolling:
+        `½Ω·𝕀Ω + Σᵢ₌₀ⁿ ½mᵢ|Ω × sᵢ + χ̇ᵢ|² + g Σᵢ₌₀ⁿ mᵢ e₃·(x + Λχᵢ)` (the note's `l` with the sign
+        of the potential flipped; `e₃·(x + Λχᵢ) = x₃ + Γ·χᵢ`)."""
+        m = self.weights()
+        chi, chid, _ = self.mass_kinematics(t)
+        k = m.shape[0]
+        Om = state.Omega
+        Gamma = vertical(state.q)
+        s = self.radius * _rows(Gamma, k) + chi
+        v = _linalg.cross(_rows(Om, k), s) + chid
+        kinetic = 0.5 * jnp.dot(Om, self.inertia @ Om) + 0.5 * jnp.sum(m * jnp.sum(v * v, -1))
+        height = state.x[2] + chi @ Gamma
+        return kinetic + self.gravity * jnp.sum(m * height)
+
+    def actuator_power(self, t, state):
+        """The power the prescribed mass motion injects:
+        `Σᵢ₌₁ⁿ mᵢ(aᵢ + g e₃)·Λχ̇ᵢ`. The rail pushes mass `i` with `fᵢ = mᵢ(aᵢ + g e₃)` and
+        the shell with `−fᵢ` at the same point; the pair's power is `fᵢ·(vᵢ − v_shell) =
+        fᵢ·Λχ̇ᵢ`. The contact force does no work (the contact point is at rest), so
+        `dE/dt = actuator_power + external_power` (zero with masses fixed and `F = 0`)."""
+        a = self.mass_accelerations(t, state)
+        _, chid, _ = self.mass_kinematics(t)
+        k = a.shape[0]
+        f = self.weights()[:, None] * (a + self.gravity * _rows(_e3(a.dtype), k))
+        return jnp.sum(f * (chid @ self.attitude(state).T))
+
+    def external_power(self, t, state):
+        """`F·ẋ`: the power of the external force at the geometric centre."""
+        return jnp.dot(self.external_force, self.vector_field(t, state).x)
+
+    def contact_force(self, t, state):
+        """The spatial force `(3,)` of the plane on the ball, from the total momentum balance:
+        `Σᵢ₌₀ⁿ mᵢaᵢ + (Σᵢ mᵢ) g e₃ − F`, with the accelerations `aᵢ` by autodiff along the flow
+        (it is the multiplier of the rolling constraint)."""
+        a = self.mass_accelerations(t, state)
+        return (
+            jnp.sum(self.weights()[:, None] * a, axis=0)
+            + self.total_mass * self.gravity * _e3(a.dtype)
+            - self.external_force
+        )
+
+    def normal_force(self, t, state):
+        """`N = e₃·F_contact`; rolling needs `N > 0`."""
+        return self.contact_force(t, state)[2]
+
+    def friction_needed(self, t, state):
+        """`|F_t|/N`, the friction coefficient the contact needs to roll without slipping;
+        `inf` where `N ≤ 0` (the ball would lift off)."""
+        return _friction_needed(self.contact_force(t, state))
+
+    def contact_observables(self, t, state, friction_coefficient=jnp.inf):
+        """`normal_force`, `friction_needed`, and the flags `lifts_off` (`N < 0`: the ball
+        would jump) and `slips` (more friction needed than `friction_coefficient`): the model
+        holds only where neither is set."""
+        F = self.contact_force(t, state)
+        mu = _friction_needed(F)
+        return {
+            "normal_force": F[2],
+            "friction_needed": mu,
+            "lifts_off": F[2] < 0,
+            "slips": mu > friction_coefficient,
+        }
+
+    def invariants(self, t, state) -> dict[str, jax.Array]:
+        """`energy` (conserved with masses fixed and `F = 0`), `quaternion_norm_error`
+        `||q| − 1|` (also `||Γ| − 1|`, since `|Γ| = |q|²`), `height_error` `|x₃ − r|`."""
+        return {
+            "energy": self.energy(t, state),
+            "quaternion_norm_error": jnp.abs(jnp.linalg.norm(state.q) - 1.0),
+            "height_error": jnp.abs(state.x[2] - self.radius),
+        }
+
+    # --- the model contract -----------------------------------------------------------------
+
+    def state_event_ndims(self) -> RollingBallState:
+        return RollingBallState(q=1, Omega=1, x=1)
+
+    def check_state_shapes(self, state) -> None:
+        check_model_shapes(self)
+        q, Omega, x = state
+        shapes = (jnp.shape(q), jnp.shape(Omega), jnp.shape(x))
+        if (
+            shapes[0][-1:] != (4,)
+            or shapes[1][-1:] != (3,)
+            or shapes[2][-1:] != (3,)
+            or len({s[:-1] for s in shapes}) != 1
+        ):
+            raise ValueError(
+                "rolling-ball state needs q (..., 4), Omega (..., 3), x (..., 3) with the same "
+                f"leading axes, got {shapes[0]}, {shapes[1]}, {shapes[2]}"
+            )
+
+    def parameter_checks(self) -> list[Check]:
+        """`radius > 0`, `m₀ > 0`, `mᵢ ≥ 0`, `𝕀` SPD (and a rigid body's), `|χ₀| < r`, every
+        rail inside the ball (`max_radius(rail) < r`), finite `g`, `F`, the control's own
+        checks."""
+        r = self.radius
+        checks = [
+            Check(~(jnp.isfinite(r) & (r > 0)), "RollingBall: radius must be positive", r),
+            Check(
+                ~(jnp.isfinite(self.mass) & (self.mass > 0)),
+                "RollingBall: shell mass m0 must be positive",
+                self.mass,
+            ),
+            *(
+                Check(c.bad, "RollingBall: " + c.message, c.value)
+                for c in spd3_checks(self.inertia)
+            ),
+            Check(~finite(self.chi0, 1), "RollingBall: chi0 contains NaN or inf"),
+            Check(
+                ~(jnp.linalg.norm(self.chi0, axis=-1) < r),
+                "RollingBall: the shell's centre of mass chi0 must lie inside the ball "
+                "(|chi0| < r)",
+                jnp.linalg.norm(self.chi0, axis=-1),
+            ),
+            Check(~jnp.isfinite(self.gravity), "RollingBall: gravity contains NaN or inf"),
+            Check(
+                ~finite(self.external_force, 1), "RollingBall: external_force contains NaN or inf"
+            ),
+        ]
+        if self.n_masses:
+            m = self.masses
+            checks.append(
+                Check(
+                    ~jnp.all(jnp.isfinite(m) & (m >= 0), axis=-1),
+                    "RollingBall: point masses must be non-negative and finite",
+                    jnp.min(m, axis=-1),
+                )
+            )
+        for i, rail in enumerate(self.rails):
+            R = max_radius(rail)
+            lo, hi = rail.theta_range()
+            checks.append(
+                Check(
+                    ~(R < r),
+                    f"RollingBall: rail {i} ({type(rail).__name__}) leaves the ball: "
+                    f"max |ζ(θ)| over θ in [{lo:.4g}, {hi:.4g}] must be < radius",
+                    R,
+                )
+            )
+        checks += [
+            Check(c.bad, "RollingBall control: " + c.message, c.value)
+            for c in self.control.checks()
+        ]
+        return checks
+
+    def state_checks(self, state) -> list[Check]:
+        """`q`, `Ω`, `x` finite; `||q| − 1| ≤ √eps`; the rolling constraint's height
+        `|x₃ − r| ≤ √eps r`."""
+        q, Omega, x = state
+        tol = float(jnp.finfo(q.dtype).eps) ** 0.5
+        q_err = jnp.abs(jnp.linalg.norm(q, axis=-1) - 1.0)
+        h_err = jnp.abs(x[..., 2] - self.radius)
+        return [
+            Check(~finite(q, 1), "q0 contains NaN or inf"),
+            Check(~finite(Omega, 1), "Omega0 contains NaN or inf"),
+            Check(~finite(x, 1), "x0 contains NaN or inf"),
+            Check(q_err > tol, f"q0 is not a unit quaternion: ||q| − 1| > {tol:.2g}", q_err),
+            Check(
+                h_err > tol * self.radius,
+                f"x0 is off the rolling constraint: the geometric centre must be at height "
+                f"x3 = radius (|x3 − r| > {tol:.2g} r)",
+                h_err,
+            ),
+        ]
+
+
+def _e3(dtype):
+    return jnp.asarray([0.0, 0.0, 1.0], dtype)
+
+
+def _friction_needed(F):
+    """`|F_t|/N` for `N > 0`, else `inf`; NaN-free gradients at `F_t = 0` and `N ≤ 0`."""
+    ft2 = F[0] ** 2 + F[1] ** 2
+    pos = ft2 > 0
+    ft = jnp.where(pos, jnp.sqrt(jnp.where(pos, ft2, 1.0)), 0.0)
+    N = F[2]
+    up = N > 0
+    return jnp.where(up, ft / jnp.where(up, N, 1.0), jnp.inf)
+
+
+def check_model_shapes(model: RollingBall) -> None:
+    """`ValueError` (`TypeError` for wrong kinds) unless the model's fields have consistent
+    shapes: `inertia (..., 3, 3)`, `chi0`, `external_force (..., 3)`, and one `n` for
+    `masses (..., n)`, `rails` and the control's output."""
+    shapes = {
+        "inertia": (jnp.shape(model.inertia), 2, (3, 3)),
+        "chi0": (jnp.shape(model.chi0), 1, (3,)),
+        "external_force": (jnp.shape(model.external_force), 1, (3,)),
+    }
+    for name, (shape, k, want) in shapes.items():
+        if shape[len(shape) - k :] != want:
+            raise ValueError(f"RollingBall: {name} must have shape (..., {want}), got {shape}")
+    for i, rail in enumerate(model.rails):
+        if not isinstance(rail, AbstractRail):
+            raise TypeError(f"RollingBall: rails[{i}] must be an AbstractRail, got {type(rail)}")
+        out = jax.eval_shape(lambda r: map_over_sweep(lambda one: one(0.0), r), rail)
+        if out.shape[-1:] != (3,):
+            raise ValueError(
+                f"RollingBall: rails[{i}] must map θ to a (3,) body vector, got shape {out.shape}"
+            )
+    if not isinstance(model.control, AbstractControl):
+        raise TypeError(
+            f"RollingBall: control must be an AbstractControl, got {type(model.control)}"
+        )
+    n_masses = jnp.shape(model.masses)[-1] if jnp.ndim(model.masses) else None
+    n_rails, n_control = len(model.rails), model.control.size
+    if n_masses != n_rails or n_control != n_rails:
+        raise ValueError(
+            f"RollingBall: masses (..., n), rails and control must agree on the number of "
+            f"masses n, got masses shape {jnp.shape(model.masses)} (n = {n_masses}), "
+            f"{n_rails} rails and a control of size {n_control}"
+        )
+
+
+def check_rolling_ball_state(model: RollingBall, state: RollingBallState) -> None:
+    """`ValueError` unless `state` has the model's shapes and passes `state_checks` (unit
+    `q`, `x₃ = r`, finite), naming the first failing ensemble member (concrete states)."""
+    model.check_state_shapes(state)
+    _checks.raise_now(model.state_checks(state))
+
+
+def rolling_ball_state(model: RollingBall, q=None, Omega=None, contact=(0.0, 0.0)):
+    """A state on the constraint: attitude `q` (default identity), `Omega` (default rest),
+    the contact point `(x₁, x₂)` on the plane; `x₃ = r`. Arrays in the inertia's dtype."""
+    dtype = model.inertia.dtype
+    q = jnp.asarray([1.0, 0.0, 0.0, 0.0] if q is None else q, dtype)
+    Omega = jnp.zeros((3,), dtype) if Omega is None else jnp.asarray(Omega, dtype)
+    c = jnp.asarray(contact, dtype)
+    x = jnp.stack([c[0], c[1], jnp.asarray(model.radius, dtype)])
+    return RollingBallState(q, Omega, x)
+
+
+TWO_CIRCLES_T_END = 10.0
+"""The horizon of the issue's `rolling-ball-two-circles` contract case."""
+
+
+def two_circles_ball(
+    radius=1.0,
+    mass=1.0,
+    inertia=(0.4, 0.45, 0.5),
+    chi0=(0.0, 0.0, -0.1),
+    masses=(0.25, 0.25),
+    rail_radius=0.5,
+    offset=-math.pi / 2,
+    amplitude=0.8,
+    frequency=1.5,
+    phases=(0.0, math.pi / 2),
+    gravity=9.81,
+):
+    """The issue's `rolling-ball-two-circles` contract case: `(model, state0)`.
+
+    Defaults (a contract: scripts rely on them): `r = 1`; `m₀ = 1`, `𝕀 = diag(0.4, 0.45,
+    0.5)` about the shell's centre of mass, `χ₀ = (0, 0, −0.1)`; `g = 9.81`, no external
+    force; `m₁ = m₂ = 0.25` on circles of radius 0.5 about the GC, `ζ₁(θ) = 0.5(cos θ, 0,
+    sin θ)` (body x–z plane), `ζ₂(θ) = 0.5(0, cos θ, sin θ)` (body y–z plane);
+    `θᵢ(t) = −π/2 + 0.8 sin(1.5t + φᵢ)`, `φ = (0, π/2)`; at rest, `Λ = 1`, contact point at
+    the origin (`x = (0, 0, r)`); `t_end = TWO_CIRCLES_T_END = 10`. `inertia` is the
+    diagonal (three numbers) or a full `(3, 3)` matrix.
+    """
+    f = lambda v: jnp.asarray(v, dtype=float)
+    inertia = f(inertia)
+    inertia = jnp.diag(inertia) if inertia.ndim == 1 else inertia
+    zero = f([0.0, 0.0, 0.0])
+    rails = (
+        CircleRail(zero, f(rail_radius), f([1.0, 0.0, 0.0]), f([0.0, 0.0, 1.0])),
+        CircleRail(zero, f(rail_radius), f([0.0, 1.0, 0.0]), f([0.0, 0.0, 1.0])),
+    )
+    control = SinusoidControl(
+        offset=f([offset, offset]),
+        amplitude=f([amplitude, amplitude]),
+        frequency=f([frequency, frequency]),
+        phase=f(phases),
+    )
+    model = RollingBall(
+        radius=f(radius),
+        mass=f(mass),
+        inertia=inertia,
+        chi0=f(chi0),
+        masses=f(masses),
+        rails=rails,
+        control=control,
+        gravity=f(gravity),
+    )
+    return model, rolling_ball_state(model)
