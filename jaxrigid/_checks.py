@@ -54,6 +54,33 @@ def _reduce(check: Check):
     return jnp.any(bad), first, jnp.sum(bad), value
 
 
+def _reduce_all(checks):
+    """`_reduce` of every check, the checks of one shape reduced together (one `argmax` and
+    one sum over the members per shape, not per check: a smaller program to compile)."""
+    value_dtype = jnp.result_type(float)
+    out = [None] * len(checks)
+    groups: dict = {}
+    for k, c in enumerate(checks):
+        groups.setdefault(jnp.shape(c.bad), []).append(k)
+    for ks in groups.values():
+        bad = jnp.stack([jnp.asarray(checks[k].bad).reshape(-1) for k in ks], axis=-1)
+        values = jnp.stack(
+            [
+                jnp.zeros(bad.shape[0], value_dtype)
+                if checks[k].value is None
+                else jnp.asarray(checks[k].value, value_dtype).reshape(-1)
+                for k in ks
+            ],
+            axis=-1,
+        )
+        first = jnp.argmax(bad, axis=0)
+        value = jnp.take_along_axis(values, first[None], axis=0)[0]
+        any_bad, count = jnp.any(bad, axis=0), jnp.sum(bad, axis=0)
+        for j, k in enumerate(ks):
+            out[k] = (any_bad[j], first[j], count[j], value[j])
+    return out
+
+
 def member_of(first, shape):
     """The ensemble member at flat index `first` of `shape`: an int for one axis, a tuple for
     several, `None` for a single trajectory."""
@@ -94,21 +121,26 @@ def raise_now(checks) -> None:
 
 
 def raise_in_graph(checks) -> None:
-    """Traced inputs: the checks in the program, raising from a host callback on failure.
+    """Traced inputs: the checks in the program, raising from one host callback on failure.
     Under a caller's `vmap` the callback sees one row per mapped member and reports the
     first failing one."""
-    for check in checks:
-        shape = jnp.shape(check.bad)
-        reduced = _reduce(check)
+    if not checks:
+        return
+    shapes = [jnp.shape(c.bad) for c in checks]
+    reduced = _reduce_all(checks)
+    # one callback for all checks (four scalars each): fewer host calls and a smaller program
+    stacked = tuple(jnp.stack([r[i] for r in reduced], axis=-1) for i in range(4))
 
-        def callback(any_bad, first, count, value, check=check, shape=shape):
-            if np.asarray(any_bad).any():
-                first, count, value = first_row(any_bad, first, count, value)
-                raise InvalidValueError(format_failure(check, shape, first, count, value))
+    def callback(any_bad, first, count, value):
+        any_bad = np.asarray(any_bad)
+        for k, (check, shape) in enumerate(zip(checks, shapes)):
+            if any_bad[..., k].any():
+                row = first_row(any_bad[..., k], first[..., k], count[..., k], value[..., k])
+                raise InvalidValueError(format_failure(check, shape, *row))
 
-        # Always called (four scalars per check and call of `simulate`): a `lax.cond` around
-        # it would become a select under a caller's `vmap`, which effects do not allow.
-        jax.debug.callback(callback, *reduced)
+    # Always called: a `lax.cond` around it would become a select under a caller's `vmap`,
+    # which effects do not allow.
+    jax.debug.callback(callback, *stacked)
 
 
 def apply(checks) -> None:

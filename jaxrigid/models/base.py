@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
+from .. import _linalg
 from .._checks import Check
 from ..lie import so3
 
@@ -68,7 +69,7 @@ def rotation_checks(R, name: str) -> list[Check]:
         Check(~finite(R, 2), f"{name} contains NaN or inf"),
         Check(err > tol, f"{name} is not orthonormal: ‖RᵀR − 1‖ > {tol:.2g}", err),
         Check(
-            jnp.linalg.det(R) <= 0,
+            _linalg.det3(R) <= 0,
             f"{name} has a negative determinant (a reflection, not a rotation)",
         ),
     ]
@@ -83,17 +84,26 @@ def spd3_checks(inertia, name: str = "inertia", rigid: bool = True) -> list[Chec
     asym = jnp.max(jnp.abs(inertia - jnp.swapaxes(inertia, -1, -2)), axis=(-2, -1))
     ok = finite(inertia, 2)
     safe = jnp.where(ok[..., None, None], inertia, jnp.eye(3, dtype=inertia.dtype))
-    eig = jnp.linalg.eigvalsh(0.5 * (safe + jnp.swapaxes(safe, -1, -2)))
+    sym = 0.5 * (safe + jnp.swapaxes(safe, -1, -2))
+    eig = _linalg.eigvalsh3(sym)  # quoted in the messages only (√eps-accurate near repeats)
+    definite = _linalg.positive_definite3(sym)
     checks = [
         Check(~ok, f"{name} contains NaN or inf"),
         Check(asym > 100 * eps * scale, f"{name} must be symmetric (to 100 eps)", asym),
-        Check(ok & (eig[..., 0] <= 0), f"{name} must be positive definite", eig[..., 0]),
+        Check(ok & ~definite, f"{name} must be positive definite", eig[..., 0]),
     ]
     if rigid:
+        # 𝕀ᵢ + 𝕀ⱼ − 𝕀ₖ = 2 λ(J) for J = ½ tr(𝕀) 1 − 𝕀 = ∫ x xᵀ dm, so the inequality (to
+        # 100 eps) is J + 50 eps·scale·1 positive definite: decided by Sylvester's criterion
         slack = eig[..., 0] + eig[..., 1] - eig[..., 2]
+        trace = sym[..., 0, 0] + sym[..., 1, 1] + sym[..., 2, 2]
+        J = (
+            0.5 * trace[..., None, None] * jnp.broadcast_to(jnp.eye(3, dtype=sym.dtype), sym.shape)
+            - sym
+        )
         checks.append(
             Check(
-                ok & (eig[..., 0] > 0) & (slack < -100 * eps * scale),
+                ok & definite & ~_linalg.positive_definite3(J, 50 * eps * scale),
                 f"{name}'s principal moments break the triangle inequality 𝕀₃ ≤ 𝕀₁ + 𝕀₂: "
                 "no rigid body has them (𝕀₁ + 𝕀₂ − 𝕀₃ = 2∫z² dm ≥ 0)",
                 slack,
