@@ -202,6 +202,29 @@ def test_block_diagonal_gradient_is_exact():
     np.testing.assert_allclose(grads[BlockDiagonal], grads[DenseLU], rtol=1e-9)
 
 
+def test_a_tangent_solve_that_runs_out_of_gmres_iterations_gives_nan_not_a_wrong_gradient():
+    # one restart of a 2-dimensional Krylov space cannot solve the fully coupled 20-unknown
+    # system to eps^(3/4): the gradient must be NaN (loud), where it used to be an inexact
+    # number; the forward Newton solve itself still converges (inexact steps, Newton's rule)
+    starved = Krylov(restart=2, maxiter=1)
+    x, info = jax.jit(functools.partial(_solve20, solver=starved))(1.0)
+    assert bool(info.converged)
+    g = jax.jit(jax.grad(functools.partial(_loss20, solver=starved)))(1.0)
+    assert np.isnan(float(g))
+    blocky = BlockDiagonal(tangent=starved)
+
+    def loss(p):
+        # weak coupling: Newton converges; two preconditioned GMRES iterations leave a
+        # relative residual near ε² = 1e-6, far above the tangent's eps^(3/4)
+        y, info = Newton(linear_solver=blocky).solve(
+            chain_residual(1e-3, p, n=50), jnp.zeros((50, 3))
+        )
+        return jnp.sum(y**2), info.converged
+
+    assert bool(jax.jit(loss)(1.0)[1])
+    assert np.isnan(float(jax.jit(jax.grad(lambda p: loss(p)[0]))(1.0)))
+
+
 # ---------------------------------------------------------------------------------------------
 # pytrees, transformations, configuration errors
 # ---------------------------------------------------------------------------------------------
