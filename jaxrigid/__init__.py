@@ -7,6 +7,7 @@ from . import integrators as integrators
 from . import lie as lie
 from . import linear_solvers as linear_solvers
 from . import models as models
+from . import nonholonomic as nonholonomic
 from . import rails as rails
 from . import results as results
 from ._checks import InvalidValueError as InvalidValueError
@@ -34,8 +35,16 @@ from .models import RigidBody as RigidBody
 from .models import RigidBodyState as RigidBodyState
 from .models import RollingBall as RollingBall
 from .models import RollingBallState as RollingBallState
+from .models import RollingBallUnreduced as RollingBallUnreduced
+from .models import RollingBallUnreducedState as RollingBallUnreducedState
+from .models import RollingDisk as RollingDisk
+from .models import RollingDiskState as RollingDiskState
+from .models import Suslov as Suslov
+from .models import SuslovState as SuslovState
 from .newton import Newton as Newton
 from .newton import NewtonInfo as NewtonInfo
+from .nonholonomic import LagrangeDAlembertState as LagrangeDAlembertState
+from .nonholonomic import LagrangeDAlembertSystem as LagrangeDAlembertSystem
 from .observers import AbstractObserver as AbstractObserver
 from .results import RESULTS as RESULTS
 from .simulation import IncompatibleModelError as IncompatibleModelError
