@@ -1,20 +1,28 @@
-"""Integrators: one module per family, and a registry by the papers' names."""
+"""Integrators: one module per family, and one registry of integrator classes."""
 
+from ..models.constrained_rigid_body import ConstrainedRigidBody
+from ..models.coupled_bodies import CoupledBodies
+from ..models.director import DirectorRigidBody
+from ..models.hamiltonian import HamiltonianSystem
+from ..models.rigid_body import RigidBody
 from . import tableau as tableau
 from .base import AbstractImplicitIntegrator as AbstractImplicitIntegrator
 from .base import AbstractIntegrator as AbstractIntegrator
 from .base import StepInfo as StepInfo
+from .classical import CLASSICAL_CLASSES
+from .classical import RungeKutta as RungeKutta
+from .composition import AbstractComposition as AbstractComposition
 from .composition import Composition as Composition
 from .composition import triple_jump as triple_jump
-from .dmv import DMV_METHODS
+from .dmv import DMV_METHODS as DMV_METHODS
 from .dmv import DMVBody as DMVBody
 from .dmv import DMVSpatial as DMVSpatial
-from .dmv_coupled import DMV_COUPLED_METHODS
+from .dmv_coupled import DMV_COUPLED_METHODS as DMV_COUPLED_METHODS
 from .dmv_coupled import DMVCoupledBody as DMVCoupledBody
 from .dmv_coupled import DMVCoupledSpatial as DMVCoupledSpatial
-from .energy_momentum import ENERGY_MOMENTUM_METHODS
+from .energy_momentum import ENERGY_MOMENTUM_METHODS as ENERGY_MOMENTUM_METHODS
 from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
-from .hamiltonian_methods import HAMILTONIAN_METHODS
+from .hamiltonian_methods import HAMILTONIAN_METHODS as HAMILTONIAN_METHODS
 from .lie_group import IMID as IMID
 from .lie_group import IMIDM as IMIDM
 from .lie_group import TRAP as TRAP
@@ -24,60 +32,81 @@ from .lie_group import BackwardEulerMomentum as BackwardEulerMomentum
 from .lie_group import ForwardEuler as ForwardEuler
 from .lie_group import ForwardEulerMomentum as ForwardEulerMomentum
 from .munthe_kaas import MKRK as MKRK
+from .munthe_kaas import MKRK_CLASSES
+from .partitioned import PARTITIONED_CLASSES
+from .partitioned import PartitionedRungeKutta as PartitionedRungeKutta
 from .rattle import RATTLE as RATTLE
-from .rattle import RATTLE_METHODS
+from .rattle import RATTLE_METHODS as RATTLE_METHODS
 from .reference_methods import AKW as AKW
 from .reference_methods import BBTRAP as BBTRAP
 from .reference_methods import BBTRAPWD as BBTRAPWD
 from .reference_methods import SWC1 as SWC1
 from .tableau import ButcherTableau as ButcherTableau
 
-# The rigid-body methods by canonical name (the CLI's --method; lookup is case-insensitive).
-RIGID_BODY_METHODS = {
-    cls.name: cls
-    for cls in (
-        TRAP,
-        IMID,
-        TRAPM,
-        IMIDM,
-        SWC1,
-        AKW,
-        BBTRAP,
-        BBTRAPWD,
-        ForwardEuler,
-        BackwardEuler,
-        ForwardEulerMomentum,
-        BackwardEulerMomentum,
-    )
-}
-RIGID_BODY_METHODS["MKRK"] = MKRK  # default tableau ½|1 (= IMIDM)
-RIGID_BODY_METHODS["MKRK-gauss4"] = lambda: MKRK(tableau=tableau.GAUSS4)
-RIGID_BODY_METHODS["MKRK-rk4"] = lambda: MKRK(tableau=tableau.RK4)
-RIGID_BODY_METHODS.update(DMV_METHODS)  # torque-free only (they reject a torqued body)
-
-METHODS_BY_FAMILY = {
-    "rigid_body": RIGID_BODY_METHODS,
-    "hamiltonian": HAMILTONIAN_METHODS,
-    "director": ENERGY_MOMENTUM_METHODS,  # Gebhardt & Romero: directors, standard & non-twisting
-    "constrained": RATTLE_METHODS,  # rotation matrices with RᵀR = 1 (Chaurasia App. B)
-    "coupled_bodies": DMV_COUPLED_METHODS,  # Dixon §8: two bodies, ball-and-socket joint
-}
-
-
-REGISTRY = tuple(
-    (name, factory) for methods in METHODS_BY_FAMILY.values() for name, factory in methods.items()
+REGISTRY: tuple[type[AbstractIntegrator], ...] = (
+    # rigid bodies (Krysl 2007; Dixon's DMV): the free body and torqued ones
+    TRAP,
+    IMID,
+    TRAPM,
+    IMIDM,
+    SWC1,
+    AKW,
+    BBTRAP,
+    BBTRAPWD,
+    ForwardEuler,
+    BackwardEuler,
+    ForwardEulerMomentum,
+    BackwardEulerMomentum,
+    *MKRK_CLASSES,
+    DMVBody,
+    DMVSpatial,
+    # canonical Hamiltonian systems (Chaurasia 2012, ch. 2)
+    *CLASSICAL_CLASSES,
+    *PARTITIONED_CLASSES,
+    EnergyMomentumAVF,  # Gebhardt & Romero: directors, standard & non-twisting
+    RATTLE,  # rotation matrices with RᵀR = 1 (Chaurasia App. B)
+    DMVCoupledBody,  # Dixon §8: two bodies, ball-and-socket joint
+    DMVCoupledSpatial,
 )
-"""Every integrator by canonical name, with a zero-argument factory (a name may recur: the
-coupled-bodies DMV shares its paper's name with the single-body one). Which model each
-integrates is its own class fact (`integrates`), so a model's methods are found by asking."""
+"""Every registered integrator class, each constructible with no arguments. Its canonical
+name (the CLI's --method; lookup is case-insensitive) is its class fact `name`; a name may
+recur (the coupled-bodies DMV shares its paper's name with the single-body one). Which model
+each integrates is its own fact (`integrates`), so a model's methods are found by asking
+(`methods_for`)."""
+
+FAMILIES: dict[str, type] = {
+    "rigid_body": RigidBody,
+    "hamiltonian": HamiltonianSystem,
+    "director": DirectorRigidBody,
+    "constrained": ConstrainedRigidBody,
+    "coupled_bodies": CoupledBodies,
+}
+"""The families of methods, by the model type they integrate (the CLI's grouping)."""
+
+
+def family_of(cls: type[AbstractIntegrator]) -> str:
+    """The family of an integrator class: that of the first model type it integrates."""
+    model_type = cls.model_types[0]
+    return next(f for f, t in FAMILIES.items() if issubclass(model_type, t))
+
+
+METHODS_BY_FAMILY: dict[str, dict[str, type]] = {
+    family: {cls.name: cls for cls in REGISTRY if family_of(cls) == family} for family in FAMILIES
+}
+"""A view of `REGISTRY`: family → {canonical name → class} (each class is a zero-argument
+factory, as the values of this dict have always been)."""
+
+RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
+"""The rigid-body methods by canonical name (a view of `REGISTRY`)."""
 
 
 def methods_for(model) -> list[str]:
-    """The canonical names of the registered integrators that integrate `model`."""
+    """The canonical names of the registered integrators that integrate `model`, in registry
+    order."""
     names = []
-    for name, factory in REGISTRY:
-        if name not in names and factory().integrates(model):
-            names.append(name)
+    for cls in REGISTRY:
+        if cls.name not in names and cls().integrates(model):
+            names.append(cls.name)
     return names
 
 

@@ -11,9 +11,11 @@ function of its arguments: it jits, vmaps over states and model parameters, and
 differentiates.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: equinox (0.13) takes a string annotation
+# `eqx.AbstractClassVar[...]` for a field.
 import abc
+import re
+import warnings
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -95,23 +97,65 @@ class AbstractImplicitIntegrator(AbstractIntegrator):
     newton: eqx.AbstractVar[Newton]
 
 
-class AbstractTableauIntegrator(AbstractImplicitIntegrator):
-    """An integrator given by a (Butcher or partitioned) tableau: its `name`, `order` and
-    whether it is implicit are the tableau's."""
+class AbstractTableauIntegrator(AbstractIntegrator):
+    """An integrator given by a (Butcher or partitioned) tableau.
 
-    tableau: eqx.AbstractVar[Any]
+    A method is a subclass that names its table, `class Gauss6(...): tableau = GAUSS6`; its
+    facts are derived from the table once, when the class is made (`tableau_facts`), and are
+    class facts like every other integrator's: `name`, `order`, and whether it is implicit,
+    which must match the base it subclasses (an explicit table under an implicit base, or
+    the other way round, is a `TypeError`; explicit methods carry no `newton`)."""
 
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.tableau.name
+    tableau: eqx.AbstractClassVar[Any]
 
-    @property
-    def order(self) -> int:  # type: ignore[override]
-        return self.tableau.order
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "tableau" in cls.__dict__:
+            for fact, value in cls.tableau_facts(cls.tableau).items():
+                setattr(cls, fact, value)
 
-    @property
-    def implicit(self) -> bool:  # type: ignore[override]
-        return not getattr(self.tableau, "explicit", False)
+    @classmethod
+    def tableau_facts(cls, tableau) -> dict[str, Any]:
+        """The class facts of the method of `tableau` (subclasses add theirs)."""
+        implicit = not getattr(tableau, "explicit", False)
+        if implicit != cls.implicit:
+            kind = "implicit" if implicit else "explicit"
+            raise TypeError(
+                f"tableau {tableau.name} is {kind}, {cls.__name__} is not: an {kind} "
+                f"table's method subclasses an {kind} base"
+            )
+        return {"name": tableau.name, "order": tableau.order}
+
+
+def tableau_method(classes: dict, tableau, explicit_base: type, implicit_base: type) -> type:
+    """The method class of `tableau`: `classes[tableau]` (the named methods' classes by their
+    tables; tableaux hash by identity), else a class made once and kept there, the subclass
+    of `explicit_base` or `implicit_base` as the table is, its facts derived as a named
+    method's (a user's own table)."""
+    cls = classes.get(tableau)
+    if cls is None:
+        base = explicit_base if getattr(tableau, "explicit", False) else implicit_base
+        name = base.__name__.removeprefix("Abstract") + "_" + re.sub(r"\W", "_", tableau.name)
+        namespace = {"tableau": tableau, "__module__": base.__module__, "__doc__": base.__doc__}
+        cls = classes[tableau] = type(name, (base,), namespace)
+    return cls
+
+
+def construct(cls: type, newton: Newton | None):
+    """`cls()`, with `newton` where given: the call forms `RungeKutta(tableau, newton)` and
+    `MKRK(tableau, newton)` of the release when those were one class each. An explicit
+    method has no Newton settings: a `newton` given for one is ignored with a
+    `DeprecationWarning` (accepted for one release)."""
+    if newton is None:
+        return cls()
+    if not cls.implicit:
+        warnings.warn(
+            f"{cls.name} is explicit and takes no newton; it is ignored (accepted for one release)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return cls()
+    return cls(newton=newton)
 
 
 def solve_on_branch(newton: Newton, residual, guess, start):

@@ -11,7 +11,6 @@ fixed tolerance 10⁻¹⁰ instead). The model supplies `vector_field(t, state) 
 
 from __future__ import annotations
 
-import functools
 from typing import ClassVar
 
 import equinox as eqx
@@ -20,32 +19,36 @@ from jax.flatten_util import ravel_pytree
 from ..models.hamiltonian import HamiltonianSystem
 from ..newton import Newton
 from . import tableau as tb
-from .base import AbstractTableauIntegrator
+from .base import (
+    AbstractImplicitIntegrator,
+    AbstractTableauIntegrator,
+    construct,
+    tableau_method,
+)
 from .runge_kutta import rk_step
 
 
 class AbstractHamiltonianTableauIntegrator(AbstractTableauIntegrator):
     """A tableau method for Hamiltonian systems: symmetric and symplectic as its tableau is,
     and then keeping Kepler's angular momentum `L` (a quadratic, resp. bilinear `qᵀBp`,
-    invariant) to round-off (GNI Thms. IV.2.2–2.3)."""
+    invariant) to round-off (GNI Thms. IV.2.2–2.3). These are class facts, from the table."""
 
     model_types: ClassVar[tuple[type, ...]] = (HamiltonianSystem,)
+    symplectic: ClassVar[bool] = False
 
-    @property
-    def symmetric(self) -> bool:  # type: ignore[override]
-        return self.tableau.symmetric
-
-    @property
-    def symplectic(self) -> bool:
-        return self.tableau.symplectic
-
-    @property
-    def preserves(self) -> frozenset[str]:  # type: ignore[override]
-        return frozenset({"L"}) if self.tableau.symplectic else frozenset()
+    @classmethod
+    def tableau_facts(cls, tableau):
+        symplectic = bool(tableau.symplectic)
+        return {
+            **super().tableau_facts(tableau),
+            "symmetric": bool(tableau.symmetric),
+            "symplectic": symplectic,
+            "preserves": frozenset({"L"}) if symplectic else frozenset(),
+        }
 
 
-class RungeKutta(AbstractHamiltonianTableauIntegrator):
-    """The Runge–Kutta method of `tableau` applied to `model.vector_field`.
+class AbstractRungeKutta(AbstractHamiltonianTableauIntegrator):
+    """The Runge–Kutta method of the class's `tableau` applied to `model.vector_field`.
 
     Facts from the tableau: `name`, `order`, `implicit` (any nonzero `a_ij`, `j ≥ i`),
     `symplectic` (`b_i a_ij + b_j a_ji = b_i b_j`), and then `preserves = {"L"}`: symplectic RK
@@ -54,32 +57,122 @@ class RungeKutta(AbstractHamiltonianTableauIntegrator):
     """
 
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.1, §VI.4"
-    tableau: tb.ButcherTableau = eqx.field(default=tb.RK4, static=True)
-    newton: Newton = eqx.field(default_factory=Newton)
 
-    def step(self, model, state, solver_state, t, dt):
+    def _flat(self, model, state, t):
         y0, unravel = ravel_pytree(state)
 
         def F(tau, y):
             return ravel_pytree(model.vector_field(t + tau, unravel(y)))[0]
 
+        return F, y0, unravel
+
+
+class AbstractExplicitRungeKutta(AbstractRungeKutta):
+    """An explicit Runge–Kutta method: stage by stage, no solve, no Newton settings."""
+
+    def step(self, model, state, solver_state, t, dt):
+        F, y0, unravel = self._flat(model, state, t)
+        y1, info = rk_step(F, y0, dt, self.tableau, None)
+        return unravel(y1), solver_state, info
+
+
+class AbstractImplicitRungeKutta(AbstractRungeKutta, AbstractImplicitIntegrator):
+    """An implicit Runge–Kutta method: all stage increments solved at once with `newton`."""
+
+    newton: Newton = eqx.field(default_factory=Newton)
+
+    def step(self, model, state, solver_state, t, dt):
+        F, y0, unravel = self._flat(model, state, t)
         y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
         return unravel(y1), solver_state, info
 
 
-def _rk(table):
-    return functools.partial(RungeKutta, tableau=table)
+# The methods of Chaurasia (2012) ch. 2, one class each (the CLI's --method is the `name`).
 
 
-# Classical methods by the names of Chaurasia (2012) ch. 2 (the CLI's --method).
-CLASSICAL_METHODS = {
-    "euler": _rk(tb.EULER),
-    "implicit-euler": _rk(tb.IMPLICIT_EULER),
-    "rk4": _rk(tb.RK4),
-    "implicit-midpoint": _rk(tb.IMPLICIT_MIDPOINT),
-    "gauss2": _rk(tb.GAUSS2),
-    "gauss4": _rk(tb.GAUSS4),
-    "gauss6": _rk(tb.GAUSS6),
-    "radau5": _rk(tb.RADAU_IIA5),
-    "sungeng5": _rk(tb.SUN_GENG5),
-}
+class Euler(AbstractExplicitRungeKutta):
+    """Forward Euler (order 1)."""
+
+    tableau = tb.EULER
+
+
+class ImplicitEuler(AbstractImplicitRungeKutta):
+    """Backward Euler (order 1, L-stable)."""
+
+    tableau = tb.IMPLICIT_EULER
+
+
+class RK4(AbstractExplicitRungeKutta):
+    """The classical explicit Runge–Kutta method of order 4."""
+
+    tableau = tb.RK4
+
+
+class ImplicitMidpoint(AbstractImplicitRungeKutta):
+    """The implicit midpoint rule (order 2, symplectic, symmetric)."""
+
+    tableau = tb.IMPLICIT_MIDPOINT
+
+
+class Gauss2(AbstractImplicitRungeKutta):
+    """Gauss–Legendre collocation, 1 stage (the implicit midpoint rule under its GNI name)."""
+
+    tableau = tb.GAUSS2
+
+
+class Gauss4(AbstractImplicitRungeKutta):
+    """Gauss–Legendre collocation, 2 stages, order 4 (GNI Table II.1.1)."""
+
+    tableau = tb.GAUSS4
+
+
+class Gauss6(AbstractImplicitRungeKutta):
+    """Gauss–Legendre collocation, 3 stages, order 6 (GNI Table II.1.1)."""
+
+    tableau = tb.GAUSS6
+
+
+class RadauIIA5(AbstractImplicitRungeKutta):
+    """Radau IIA, 3 stages, order 5 (Hairer & Wanner II, Table IV.5.6; not symplectic)."""
+
+    tableau = tb.RADAU_IIA5
+
+
+class SunGeng5(AbstractImplicitRungeKutta):
+    """Sun Geng's symplectic method of order 5 (Chaurasia 2012, Table 2.1 d)."""
+
+    tableau = tb.SUN_GENG5
+
+
+CLASSICAL_CLASSES = (
+    Euler,
+    ImplicitEuler,
+    RK4,
+    ImplicitMidpoint,
+    Gauss2,
+    Gauss4,
+    Gauss6,
+    RadauIIA5,
+    SunGeng5,
+)
+CLASSICAL_METHODS = {cls.name: cls for cls in CLASSICAL_CLASSES}
+"""Classical methods by the names of Chaurasia (2012) ch. 2 (the CLI's --method)."""
+
+_CLASS_OF_TABLEAU: dict[tb.ButcherTableau, type] = {cls.tableau: cls for cls in CLASSICAL_CLASSES}
+
+
+def rk_class(tableau: tb.ButcherTableau) -> type[AbstractRungeKutta]:
+    """The method class of `tableau`: the named class of a built-in table (`Gauss6` for
+    `GAUSS6`), else one made once per table (explicit or implicit as the table is)."""
+    return tableau_method(
+        _CLASS_OF_TABLEAU, tableau, AbstractExplicitRungeKutta, AbstractImplicitRungeKutta
+    )
+
+
+def RungeKutta(tableau: tb.ButcherTableau = tb.RK4, newton: Newton | None = None):
+    """The Runge–Kutta method of `tableau`: an instance of `rk_class(tableau)` (the call form
+    of the release when `RungeKutta` was one class with a `tableau` field; a user's own table
+    is a method this way). `newton` applies to implicit tables; an explicit one has no
+    Newton settings, and a `newton` given for it is ignored with a `DeprecationWarning`
+    (accepted for one release)."""
+    return construct(rk_class(tableau), newton)

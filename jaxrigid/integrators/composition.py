@@ -5,8 +5,8 @@ the same wrapper composes any symmetric method into higher order (e.g. the tripl
 γ = (1/(2−2^{1/3}), −2^{1/3}/(2−2^{1/3}), 1/(2−2^{1/3}))).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: equinox (0.13) takes a string annotation
+# `eqx.AbstractClassVar[...]` for a field.
 from typing import ClassVar
 
 import equinox as eqx
@@ -14,34 +14,35 @@ import equinox as eqx
 from .base import AbstractIntegrator, merge_infos
 
 
-class Composition(AbstractIntegrator):
-    """Apply `integrators[i]` with step `fractions[i]·Δt`, in order. `order` is stated by the
-    caller (composition theory, not inferred)."""
+class AbstractComposition(AbstractIntegrator):
+    """Apply `integrators[i]` with step `fractions[i]·Δt`, in order.
+
+    A composition's facts depend on what it composes, so each composition is a class of its
+    own (`composition_class`, made once per member classes, fractions and order), and its
+    facts are class facts: `order` as stated by the caller (composition theory, not
+    inferred); `implicit` if a member is; `symmetric` if every member is and the members and
+    fractions read the same backwards (the adjoint of `Φ_m ∘ … ∘ Φ_1` is
+    `Φ_1* ∘ … ∘ Φ_m*`; GNI §II.4, §V.3); `compensated_summation` if every member has it. No
+    invariant is claimed (`preserves` is empty), as before. The members' settings are the
+    instances in the field `integrators`."""
 
     name: ClassVar[str] = "composition"
+    member_classes: eqx.AbstractClassVar[tuple[type, ...]]
+    fractions: eqx.AbstractClassVar[tuple[float, ...]]
+    model_requirement: ClassVar[str] = "every composed method must integrate it"
     integrators: tuple
-    fractions: tuple[float, ...] = eqx.field(static=True)
-    stated_order: int = eqx.field(default=1, static=True)
+
+    @property
+    def stated_order(self) -> int:
+        """The `order` (the name of the field of one release ago)."""
+        return self.order
 
     def __check_init__(self):
-        if len(self.integrators) != len(self.fractions) or not self.integrators:
-            raise ValueError("Composition needs one fraction per integrator (and at least one)")
-
-    @property
-    def order(self) -> int:  # type: ignore[override]
-        return self.stated_order
-
-    @property
-    def implicit(self) -> bool:  # type: ignore[override]
-        return any(i.implicit for i in self.integrators)
-
-    @property
-    def compensated_summation(self) -> bool:  # type: ignore[override]
-        return all(i.compensated_summation for i in self.integrators)
-
-    @property
-    def model_requirement(self) -> str:  # type: ignore[override]
-        return "every composed method must integrate it"
+        classes = tuple(type(i) for i in self.integrators)
+        if classes != type(self).member_classes:
+            raise TypeError(
+                f"{type(self).__name__} composes {type(self).member_classes}, got {classes}"
+            )
 
     def integrates(self, model) -> bool:
         return all(i.integrates(model) for i in self.integrators)
@@ -63,7 +64,49 @@ class Composition(AbstractIntegrator):
         return state, tuple(states), merge_infos(infos)
 
 
-def triple_jump(integrator) -> Composition:
+_CLASSES: dict[tuple, type[AbstractComposition]] = {}
+
+
+def composition_class(
+    member_classes: tuple[type, ...], fractions: tuple[float, ...], order: int
+) -> type[AbstractComposition]:
+    """The class of the composition of `member_classes` with step `fractions` and the stated
+    `order`, made once and kept (so that equal compositions share their compiled programs)."""
+    key = (member_classes, fractions, order)
+    cls = _CLASSES.get(key)
+    if cls is None:
+        symmetric = (
+            all(c.symmetric for c in member_classes)
+            and member_classes == member_classes[::-1]
+            and fractions == fractions[::-1]
+        )
+        namespace = {
+            "__module__": __name__,
+            "__doc__": AbstractComposition.__doc__,
+            "member_classes": member_classes,
+            "fractions": fractions,
+            "order": order,
+            "implicit": any(c.implicit for c in member_classes),
+            "symmetric": symmetric,
+            "compensated_summation": all(c.compensated_summation for c in member_classes),
+        }
+        name = "Composition_" + "_".join(c.__name__ for c in member_classes)
+        cls = _CLASSES[key] = type(name, (AbstractComposition,), namespace)
+    return cls
+
+
+def Composition(integrators, fractions, stated_order: int = 1) -> AbstractComposition:
+    """The composition `Φ^{(m)}_{γ_m Δt} ∘ … ∘ Φ^{(1)}_{γ_1 Δt}` of the `integrators` with
+    step `fractions` `γ`, of the `stated_order`: an instance of its `composition_class` (the
+    call form of the release when `Composition` was one class)."""
+    integrators, fractions = tuple(integrators), tuple(float(g) for g in fractions)
+    if len(integrators) != len(fractions) or not integrators:
+        raise ValueError("Composition needs one fraction per integrator (and at least one)")
+    cls = composition_class(tuple(type(i) for i in integrators), fractions, int(stated_order))
+    return cls(integrators)
+
+
+def triple_jump(integrator) -> AbstractComposition:
     """Yoshida's fourth-order composition of a symmetric second-order method."""
     if not integrator.symmetric:
         raise ValueError(f"triple_jump needs a symmetric method; {integrator.name} is not")

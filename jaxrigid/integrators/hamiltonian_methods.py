@@ -1,5 +1,5 @@
 """The integrators for canonical Hamiltonian systems (family `"hamiltonian"`), by the names
-of Chaurasia (2012) ch. 2: name → zero-argument factory, like `RIGID_BODY_METHODS`."""
+of Chaurasia (2012) ch. 2: name → class (a zero-argument factory), like `RIGID_BODY_METHODS`."""
 
 from __future__ import annotations
 

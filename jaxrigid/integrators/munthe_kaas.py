@@ -29,32 +29,36 @@ import jax.numpy as jnp
 from ..lie import so3
 from ..models.rigid_body import RigidBody, RigidBodyState
 from ..newton import Newton
-from .base import AbstractTableauIntegrator
+from .base import (
+    AbstractImplicitIntegrator,
+    AbstractTableauIntegrator,
+    construct,
+    tableau_method,
+)
 from .lie_group import _omega, _torque
 from .runge_kutta import rk_step
-from .tableau import IMPLICIT_MIDPOINT, ButcherTableau
+from .tableau import GAUSS4, IMPLICIT_MIDPOINT, RK4, ButcherTableau
 
 
-class MKRK(AbstractTableauIntegrator):
-    """Munthe-Kaas Runge–Kutta method with a Butcher tableau (default ½|1, i.e. IMIDM).
+class AbstractMKRK(AbstractTableauIntegrator):
+    """Munthe-Kaas Runge–Kutta method with the class's Butcher `tableau`.
 
-    Order: the tableau's. Implicit tableaux solve all `6s` stage unknowns with `newton`;
-    explicit ones are evaluated stage by stage.
+    Order: the tableau's. Name: `MKRK` for the tableau ½|1 (IMIDM), else `MKRK-<tableau>`.
+    Not claimed symmetric (an RKMK method centred at the step's start point is not
+    self-adjoint in general, whatever its tableau).
     """
 
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     reference: ClassVar[str] = "Krysl (2007) §3.7, algorithm MKRK; Munthe-Kaas (1998)"
-    tableau: ButcherTableau = eqx.field(default=IMPLICIT_MIDPOINT, static=True)
-    newton: Newton = eqx.field(default_factory=Newton)
 
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        if self.tableau.name == IMPLICIT_MIDPOINT.name:
-            return "MKRK"
-        return f"MKRK-{self.tableau.name}"
+    @classmethod
+    def tableau_facts(cls, tableau):
+        name = "MKRK" if tableau.name == IMPLICIT_MIDPOINT.name else f"MKRK-{tableau.name}"
+        return {**super().tableau_facts(tableau), "name": name}
 
-    def step(self, model, state, solver_state, t, dt):
+    def _flat(self, model, state, t):
+        """The incremental form (17) as `y' = F(τ, y)`, `y = (Ψ, μ)`, from `y(0) = (0, Π₀)`."""
         R, Pi = state
 
         def F(tau, y):
@@ -68,7 +72,65 @@ class MKRK(AbstractTableauIntegrator):
                 dmu = jnp.zeros_like(mu)
             return jnp.concatenate([dpsi, dmu])
 
-        y0 = jnp.concatenate([jnp.zeros_like(Pi), Pi])
-        y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
+        return F, jnp.concatenate([jnp.zeros_like(Pi), Pi])
+
+    @staticmethod
+    def _state(R, y1):
         psi, mu = y1[:3], y1[3:]
-        return RigidBodyState(so3.compose_exp(R, psi), so3.rotate_exp(-psi, mu)), solver_state, info
+        return RigidBodyState(so3.compose_exp(R, psi), so3.rotate_exp(-psi, mu))
+
+
+class AbstractExplicitMKRK(AbstractMKRK):
+    """MKRK with an explicit tableau: stage by stage, no Newton settings."""
+
+    def step(self, model, state, solver_state, t, dt):
+        F, y0 = self._flat(model, state, t)
+        y1, info = rk_step(F, y0, dt, self.tableau, None)
+        return self._state(state.R, y1), solver_state, info
+
+
+class AbstractImplicitMKRK(AbstractMKRK, AbstractImplicitIntegrator):
+    """MKRK with an implicit tableau: all `6s` stage unknowns solved with `newton`."""
+
+    newton: Newton = eqx.field(default_factory=Newton)
+
+    def step(self, model, state, solver_state, t, dt):
+        F, y0 = self._flat(model, state, t)
+        y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
+        return self._state(state.R, y1), solver_state, info
+
+
+class MKRKMidpoint(AbstractImplicitMKRK):
+    """MKRK with the tableau ½|1: IMIDM (Krysl §3.7), the registry's `MKRK`."""
+
+    tableau = IMPLICIT_MIDPOINT
+
+
+class MKRKGauss4(AbstractImplicitMKRK):
+    """MKRK with the two-stage Gauss tableau: order 4."""
+
+    tableau = GAUSS4
+
+
+class MKRKRK4(AbstractExplicitMKRK):
+    """MKRK with the classical RK4 tableau: explicit, order 4 (Munthe-Kaas 1998)."""
+
+    tableau = RK4
+
+
+MKRK_CLASSES = (MKRKMidpoint, MKRKGauss4, MKRKRK4)
+_CLASS_OF_TABLEAU: dict[ButcherTableau, type] = {cls.tableau: cls for cls in MKRK_CLASSES}
+
+
+def mkrk_class(tableau: ButcherTableau) -> type[AbstractMKRK]:
+    """The MKRK class of `tableau`: a named one (`MKRKGauss4` for `GAUSS4`), else one made
+    once per table (explicit or implicit as the table is)."""
+    return tableau_method(_CLASS_OF_TABLEAU, tableau, AbstractExplicitMKRK, AbstractImplicitMKRK)
+
+
+def MKRK(tableau: ButcherTableau = IMPLICIT_MIDPOINT, newton: Newton | None = None):
+    """The Munthe-Kaas RK method of `tableau` (default ½|1, i.e. IMIDM): an instance of
+    `mkrk_class(tableau)` (the call form of the release when `MKRK` was one class with a
+    `tableau` field). `newton` applies to implicit tables; given for an explicit one it is
+    ignored with a `DeprecationWarning` (accepted for one release)."""
+    return construct(mkrk_class(tableau), newton)

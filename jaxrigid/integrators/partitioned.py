@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..newton import Newton
+from .base import AbstractImplicitIntegrator, construct, tableau_method
 from .classical import AbstractHamiltonianTableauIntegrator
 from .tableau import ButcherTableau, _tree_conditions
 
@@ -124,15 +125,18 @@ STORMER_VERLET = PartitionedTableau(
 )
 
 
-class PartitionedRungeKutta(AbstractHamiltonianTableauIntegrator):
-    """The partitioned RK method of `tableau` for a canonical system `(q, p)`.
+class AbstractPartitionedRungeKutta(
+    AbstractHamiltonianTableauIntegrator, AbstractImplicitIntegrator
+):
+    """The partitioned RK method of the class's `tableau` for a canonical system `(q, p)`.
 
-    Order, symmetry and symplecticity are the tableau's. Symplectic partitioned methods keep
-    bilinear invariants `qᵀ B p` (Kepler's angular momentum `L`) to round-off (GNI Thm. IV.2.3).
+    Order, symmetry and symplecticity are the tableau's (class facts). Symplectic partitioned
+    methods keep bilinear invariants `qᵀ B p` (Kepler's angular momentum `L`) to round-off
+    (GNI Thm. IV.2.3). Every partitioned method here is implicit: H need not be separable, so
+    the stages are solved together with `newton`.
     """
 
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.2, §VI.3"
-    tableau: PartitionedTableau = eqx.field(default=STORMER_VERLET, static=True)
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
@@ -172,7 +176,43 @@ class PartitionedRungeKutta(AbstractHamiltonianTableauIntegrator):
         return type(state)(q1, p1), solver_state, info
 
 
-PARTITIONED_METHODS = {
-    t.name: (lambda t=t: PartitionedRungeKutta(tableau=t))
-    for t in (SYMPLECTIC_EULER_A, SYMPLECTIC_EULER_B, STORMER_VERLET)
+class SymplecticEulerA(AbstractPartitionedRungeKutta):
+    """Symplectic Euler A: `H` evaluated at `(q₁, p₀)` (GNI Thm. VI.3.3)."""
+
+    tableau = SYMPLECTIC_EULER_A
+
+
+class SymplecticEulerB(AbstractPartitionedRungeKutta):
+    """Symplectic Euler B: `H` evaluated at `(q₀, p₁)`, the adjoint of A."""
+
+    tableau = SYMPLECTIC_EULER_B
+
+
+class StormerVerlet(AbstractPartitionedRungeKutta):
+    """Störmer–Verlet, the Lobatto IIIA–IIIB pair (GNI eq. VI.3.4)."""
+
+    tableau = STORMER_VERLET
+
+
+PARTITIONED_CLASSES = (SymplecticEulerA, SymplecticEulerB, StormerVerlet)
+PARTITIONED_METHODS = {cls.name: cls for cls in PARTITIONED_CLASSES}
+
+_CLASS_OF_TABLEAU: dict[PartitionedTableau, type] = {
+    cls.tableau: cls for cls in PARTITIONED_CLASSES
 }
+
+
+def partitioned_class(tableau: PartitionedTableau) -> type[AbstractPartitionedRungeKutta]:
+    """The method class of `tableau`: the named class of a built-in pair, else one made once
+    per pair (always implicit: the stages are solved together)."""
+    base = AbstractPartitionedRungeKutta
+    return tableau_method(_CLASS_OF_TABLEAU, tableau, base, base)
+
+
+def PartitionedRungeKutta(
+    tableau: PartitionedTableau = STORMER_VERLET, newton: Newton | None = None
+):
+    """The partitioned RK method of `tableau`: an instance of `partitioned_class(tableau)` (the
+    call form of the release when `PartitionedRungeKutta` was one class with a `tableau`
+    field; default Störmer–Verlet)."""
+    return construct(partitioned_class(tableau), newton)
