@@ -243,11 +243,12 @@ class LagrangeDAlembertSystem(AbstractModel):
                 f"{jnp.shape(q)}, {jnp.shape(qdot)}"
             )
 
-    def state_checks(self, state, t=0.0) -> list[Check]:
+    def state_checks(self, state, t=None) -> list[Check]:
         """Finite, on the constraint (each row `|A q̇ + a|` within √eps of the magnitudes it
-        sums, `|A| |q̇| + |a|`), and an invertible saddle matrix, at time `t` (`simulate` calls
-        this with `t = 0`: for rheonomic constraints starting elsewhere, call it yourself)."""
+        sums, `|A| |q̇| + |a|`), and an invertible saddle matrix, at time `t` (`simulate`
+        passes its `t0`; `None` is 0)."""
         q, qdot = state
+        t = 0.0 if t is None else t
 
         def rows(q, qdot):
             A, a = self.constraint_matrix(t, q)

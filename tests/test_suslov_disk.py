@@ -146,6 +146,15 @@ def test_suslov_bad_input_is_refused():
     off = SuslovState(on.q, jnp.array([0.3, -0.2, 1e-3]))
     with pytest.raises(ValueError, match="off the constraint"):
         _checks.apply(good.state_checks(off))
+    # a time-varying ξ is checked at the state's time (`simulate` passes t0): Ω ⟂ ξ(2) is
+    # on the constraint at t = 2 and off it at t = 0
+    varying = Suslov(good.inertia, xi_of_t)
+    xi2 = xi_of_t(jnp.asarray(2.0))
+    Omega2 = jnp.cross(xi2, jnp.array([0.0, 1.0, 0.0]))
+    at2 = SuslovState(on.q, Omega2)
+    _checks.apply(varying.state_checks(at2, 2.0))
+    with pytest.raises(ValueError, match="off the constraint"):
+        _checks.apply(varying.state_checks(at2, 0.0))
 
 
 def test_suslov_vmap_and_grad():

@@ -30,8 +30,8 @@ class AbstractModel(eqx.Module):
 
     Class fact: `state_type`. Methods: `state_event_ndims()` (a state-shaped pytree of ints:
     the event rank of each leaf); `check_state_shapes(state)` (raise `ValueError` for wrong
-    shapes: static, runs once before tracing); `parameter_checks()` and `state_checks(state)`
-    (`Check`s on values, flags over leading axes).
+    shapes: static, runs once before tracing); `parameter_checks()` and
+    `state_checks(state, t=None)` (`Check`s on values, flags over leading axes).
     """
 
     state_type: ClassVar[type]
@@ -47,8 +47,9 @@ class AbstractModel(eqx.Module):
         """Checks of the parameters' values (flags over a sweep's leading axes)."""
         return []
 
-    def state_checks(self, state) -> list[Check]:
-        """Checks of a state's values (flags over the ensemble axes)."""
+    def state_checks(self, state, t=None) -> list[Check]:
+        """Checks of a state's values (flags over the ensemble axes); `t`, the state's time
+        where known (`simulate` passes `t0`), for a model whose constraints depend on it."""
         return []
 
 

@@ -138,7 +138,7 @@ class ConstrainedRigidBody(AbstractModel):
             )
         ]
 
-    def state_checks(self, state: ConstrainedRigidBodyState) -> list[Check]:
+    def state_checks(self, state: ConstrainedRigidBodyState, t=None) -> list[Check]:
         """`R` a rotation and `P` tangent, each to `√eps` (relative to `1 + |Ω|` for the
         tangency)."""
         tol = float(jnp.finfo(state.R.dtype).eps) ** 0.5

@@ -157,7 +157,7 @@ class CoupledBodies(AbstractModel):
     def check_state_shapes(self, state: CoupledBodiesState) -> None:
         check_coupled_state_shapes(state)
 
-    def state_checks(self, state: CoupledBodiesState) -> list[Check]:
+    def state_checks(self, state: CoupledBodiesState, t=None) -> list[Check]:
         return coupled_state_checks(state)
 
     def state_event_ndims(self) -> CoupledBodiesState:

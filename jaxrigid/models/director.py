@@ -243,7 +243,7 @@ class DirectorRigidBody(AbstractModel):
             )
         return checks
 
-    def state_checks(self, state: DirectorState) -> list[Check]:
+    def state_checks(self, state: DirectorState, t=None) -> list[Check]:
         """Finite, orthonormal right-handed directors (to √eps). Not the velocities'
         admissibility: the non-twisting scheme keeps (94) at the step midpoints, so its own
         nodal states, from which a run is continued, satisfy it only to O(h²) (the case

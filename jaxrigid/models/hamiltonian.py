@@ -73,7 +73,7 @@ class HamiltonianSystem(AbstractModel):
                 f"canonical state needs q and p of equal shape (..., n), got {q.shape}, {p.shape}"
             )
 
-    def state_checks(self, state: CanonicalState) -> list[Check]:
+    def state_checks(self, state: CanonicalState, t=None) -> list[Check]:
         return [Check(~(finite(state.q, 1) & finite(state.p, 1)), "q0 or p0 contains NaN or inf")]
 
 

@@ -157,7 +157,7 @@ class RigidBody(AbstractModel):
         """The inertia is a rigid body's: SPD and obeying the triangle inequality."""
         return spd3_checks(self.inertia)
 
-    def state_checks(self, state) -> list[Check]:
+    def state_checks(self, state, t=None) -> list[Check]:
         """`R` a rotation to √eps, `Π` finite."""
         return [
             *rotation_checks(state.R, "R0"),

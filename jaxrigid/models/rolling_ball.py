@@ -373,7 +373,7 @@ class RollingBall(AbstractModel):
         ]
         return checks
 
-    def state_checks(self, state) -> list[Check]:
+    def state_checks(self, state, t=None) -> list[Check]:
         """`q`, `Ω`, `x` finite; `||q| − 1| ≤ √eps`; the rolling constraint's height
         `|x₃ − r| ≤ √eps r`."""
         q, Omega, x = state

@@ -279,7 +279,7 @@ class RollingBallUnreduced(AbstractModel):
             Check(~jnp.isfinite(self.gravity), "gravity must be finite", self.gravity),
         ]
 
-    def state_checks(self, state) -> list[Check]:
+    def state_checks(self, state, t=None) -> list[Check]:
         """Finite; `|q| = 1` and `x₃ = r` to √eps; for dynamic masses an invertible saddle
         matrix at `t = 0` (a rail with `ζ′(θ) = 0` gives its mass no inertia along it)."""
         eps = float(jnp.finfo(state.q.dtype).eps)

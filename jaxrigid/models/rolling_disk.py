@@ -205,6 +205,6 @@ class RollingDisk(AbstractModel):
             ),
         ]
 
-    def state_checks(self, state) -> list[Check]:
+    def state_checks(self, state, t=None) -> list[Check]:
         ok = finite(state.phi, 0) & finite(state.phi_dot, 0) & finite(state.x, 0)
         return [Check(~ok, "rolling-disk state contains NaN or inf")]

@@ -134,9 +134,9 @@ class Suslov(AbstractModel):
             )
         ]
 
-    def state_checks(self, state) -> list[Check]:
-        """Finite, `|q| = 1` to √eps, and (constant `ξ`) `⟨Ω, ξ⟩ = 0` to √eps `|Ω| |ξ|`; for a
-        time-varying `ξ` call `constraint_checks(t0, state)` at the start time."""
+    def state_checks(self, state, t=None) -> list[Check]:
+        """Finite, `|q| = 1` to √eps, and `⟨Ω, ξ(t)⟩ = 0` to √eps `|Ω| |ξ|` (`simulate` passes
+        the start time; without `t` a time-varying `ξ` is not checked)."""
         eps = float(jnp.finfo(state.q.dtype).eps)
         ok = finite(state.q, 1) & finite(state.Omega, 1)
         q_err = jnp.abs(jnp.linalg.norm(state.q, axis=-1) - 1.0)
@@ -146,4 +146,6 @@ class Suslov(AbstractModel):
         ]
         if not self.time_varying:
             checks += self.constraint_checks(jnp.zeros((), state.Omega.dtype), state)
+        elif t is not None:
+            checks += self.constraint_checks(jnp.asarray(t, state.Omega.dtype), state)
         return checks
