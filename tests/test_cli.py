@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -249,6 +250,45 @@ def test_torque_free_only_method_is_refused_for_a_torqued_case(tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert "torque-free" in err[0] and "IMIDM" in err[0] and "DMV-body" not in err[0].split(":")[-1]
+
+
+def test_the_methods_of_a_case_are_those_that_integrate_its_model():
+    """Each case's valid methods (named in the error for an unknown one) are the registered
+    methods whose `integrates` takes the case's model, in registry order, and include its
+    default method."""
+    from jaxrigid.cli import lookups
+    from jaxrigid.cli.errors import UsageError
+
+    for case in CASES.values():
+        expected = integrators.methods_for(case.build(case.resolve())[0])
+        assert list(lookups.applicable_methods(case)) == expected == case.methods()
+        assert case.default_method in expected
+        valid = re.escape("valid methods: " + ", ".join(expected)) + "$"
+        with pytest.raises(UsageError, match=valid):
+            lookups.find_method("nope", case)
+
+
+def test_applicability_is_asked_of_the_method(monkeypatch, capsys):
+    """Which cases a method applies to follows its `integrates`, not flags: DMV-body made to
+    refuse the heavy top (its flags unchanged) is refused for the heavy-top cases and listed
+    for the free-body cases only."""
+    from jaxrigid.cli import lookups
+    from jaxrigid.cli.errors import UsageError
+    from jaxrigid.integrators.dmv import DMVBody
+    from jaxrigid.models.rigid_body import RigidBody
+
+    def free_body_only(self, model):
+        return isinstance(model, RigidBody) and model.potential is None and model.torque is None
+
+    monkeypatch.setattr(DMVBody, "integrates", free_body_only)
+    free = ["krysl-torque-free", "dmv-free-body-symmetric", "dmv-free-body-asymmetric"]
+    with pytest.raises(UsageError, match="DMV-body integrates torque-free bodies"):
+        lookups.find_method("dmv-body", CASES["dmv-heavy-top"])
+    assert lookups.find_method("dmv-body", CASES[free[0]])[0] == "DMV-body"
+    assert cli.main(["methods"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "DMV-body " in line]
+    assert rows[0].endswith(f"[only: {', '.join(free)}]")  # the rigid-body DMV-body
+    assert "[only:" not in rows[1]  # the coupled-bodies DMV-body: unchanged
 
 
 def test_large_ensembles_save_fewer_states():

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+_MODELS: dict[int, tuple[Any, Any]] = {}  # id(case) -> (case, model): cases are unhashable
+
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
@@ -20,7 +22,9 @@ class Parameter:
 @dataclasses.dataclass(frozen=True)
 class Case:
     """A paper's example: how to build `(model, state0)` from its parameters, its defaults,
-    which method family applies, how to perturb it into an ensemble, and its observables."""
+    the family its default method is listed under (`jaxrigid methods`), how to perturb it into
+    an ensemble, and its observables. Which methods apply is asked of the methods
+    (`accepts`: `integrates` on the case's model)."""
 
     name: str
     title: str
@@ -37,9 +41,9 @@ class Case:
         lambda model, ts, states, params: {}
     )
     ensemble_spread: float = 1e-2
-    torque_free: bool = False
-    # the kind of torque, for methods that are torque-free-only but take some torques
-    # (`integrator.accepted_torques`; e.g. "heavy_top": DMV takes uniform gravity)
+    torque_free: bool = False  # descriptive: the body feels no torque
+    # descriptive, no longer consulted (kept for one release): the kind of torque, e.g.
+    # "heavy_top" (uniform gravity); which methods apply is asked of the methods (`accepts`)
     torque_kind: str | None = None
     # an `AbstractObserver` built from the parameters, run every step inside the scan (and
     # continued across the CLI's chunks); its final carry goes to `observation_observables`
@@ -48,12 +52,25 @@ class Case:
         lambda observations, params: {}
     )
 
+    def model(self):
+        """The model built from the default parameters, built once per case (building checks
+        values eagerly, which compiles small programs). Which methods apply depends on the
+        model's type and its torques, which the parameters do not change."""
+        if id(self) not in _MODELS:  # the entry keeps the case alive, so its id stays its own
+            _MODELS[id(self)] = (self, self.build(self.resolve())[0])
+        return _MODELS[id(self)][1]
+
     def accepts(self, integrator) -> bool:
-        """Whether `integrator` (of this case's family) applies: torque-free-only methods
-        need a torque-free case, or one whose `torque_kind` they list in `accepted_torques`."""
-        if self.torque_free or not integrator.torque_free_only:
-            return True
-        return self.torque_kind in getattr(integrator, "accepted_torques", frozenset())
+        """Whether `integrator` applies to this case: whether it integrates the case's model
+        (`integrator.integrates(case.model())`)."""
+        return bool(integrator.integrates(self.model()))
+
+    def methods(self) -> list[str]:
+        """The canonical names of the registered methods that apply to this case, in registry
+        order (`jaxrigid.integrators.methods_for` of the case's model)."""
+        from ..integrators import methods_for
+
+        return methods_for(self.model())
 
     def resolve(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
         """Defaults updated with `overrides`; unknown names raise `ValueError`."""

@@ -112,18 +112,20 @@ def cmd_cases(args) -> int:
 
 
 def cmd_methods(args) -> int:
-    """List the integrators of each family and the cases they apply to."""
+    """List the integrators of each family and the cases they apply to (the cases whose models
+    they integrate)."""
     from ..cases import CASES
     from ..integrators import METHODS_BY_FAMILY
 
     for family, methods in METHODS_BY_FAMILY.items():
-        cases = [name for name, case in CASES.items() if case.family == family]
+        integrators = [factory() for factory in methods.values()]
+        applies = [[n for n, case in CASES.items() if case.accepts(i)] for i in integrators]
+        cases = [n for n in CASES if any(n in names for names in applies)]
         print(f"{family} methods (apply to: {', '.join(cases) or 'no built-in case'}):")
-        rows = [_method_row(name, factory()) for name, factory in methods.items()]
-        for row, factory in zip(rows, methods.values()):
-            if factory().torque_free_only:
-                free = [n for n in cases if CASES[n].accepts(factory())]
-                row[4] += f" [only: {', '.join(free)}]"
+        rows = [_method_row(name, i) for name, i in zip(methods, integrators)]
+        for row, names in zip(rows, applies):
+            if names != cases:
+                row[4] += f" [only: {', '.join(names) or 'no built-in case'}]"
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
             cells = [cell.ljust(w) for cell, w in zip(row, widths)]

@@ -20,24 +20,32 @@ def find_case(name: str):
     raise UsageError(f"unknown case {name!r}; valid cases: {', '.join(CASES)}")
 
 
+def applicable_methods(case) -> dict[str, type]:
+    """The registered methods that integrate `case`'s model (`integrates`), by canonical name,
+    in registry order (where a name recurs, the class that integrates the model)."""
+    from ..integrators import REGISTRY
+
+    methods: dict[str, type] = {}
+    for cls in REGISTRY:
+        if cls.name not in methods and case.accepts(cls()):
+            methods[cls.name] = cls
+    return methods
+
+
 def find_method(name: str, case) -> tuple[str, Any]:
-    """Canonical name and a fresh integrator of `name` for `case`'s family."""
+    """Canonical name and a fresh integrator of `name` that integrates `case`'s model."""
     from ..integrators import METHODS_BY_FAMILY
 
-    own = METHODS_BY_FAMILY.get(case.family, {})
-    valid = ", ".join(k for k, factory in own.items() if case.accepts(factory()))
-    # the case's own family first: a name may recur in several families (DMV-body)
-    for key, factory in own.items():
+    applicable = applicable_methods(case)
+    valid = ", ".join(applicable)
+    for key, cls in applicable.items():
         if key.lower() == name.lower():
-            integrator = factory()
-            if not case.accepts(integrator):
-                extra = sorted(getattr(integrator, "accepted_torques", ()))
-                kinds = "torque-free bodies" + "".join(f" and the {k} torque" for k in extra)
-                raise UsageError(
-                    f"method {key} integrates {kinds} only and does not apply "
-                    f"to case {case.name}; valid methods for it: {valid}"
-                )
-            return key, integrator
+            return key, cls()
+    # a registered method that does not apply: say why, the case's own family first (a name
+    # may recur in several families: DMV-body)
+    for key, factory in METHODS_BY_FAMILY.get(case.family, {}).items():
+        if key.lower() == name.lower():
+            raise UsageError(f"{_why_not(key, factory(), case)}; valid methods for it: {valid}")
     for family, methods in METHODS_BY_FAMILY.items():
         for key in methods:
             if key.lower() == name.lower():
@@ -46,6 +54,15 @@ def find_method(name: str, case) -> tuple[str, Any]:
                     f"{case.name} ({case.family}); valid methods for it: {valid}"
                 )
     raise UsageError(f"unknown method {name!r} for case {case.name}; valid methods: {valid}")
+
+
+def _why_not(key: str, integrator, case) -> str:
+    """Why a method of the case's family does not integrate its model, in words."""
+    if integrator.torque_free_only:  # the methods' own statement of the torques they take
+        extra = sorted(getattr(integrator, "accepted_torques", ()))
+        kinds = "torque-free bodies" + "".join(f" and the {k} torque" for k in extra)
+        return f"method {key} integrates {kinds} only and does not apply to case {case.name}"
+    return f"method {key} does not apply to case {case.name} ({integrator.model_requirement})"
 
 
 def parse_sets(items: list[str], case) -> dict[str, float]:
