@@ -319,20 +319,28 @@ def _check_dtypes(model, dtype) -> None:
         )
 
 
+class _Axis:
+    """An axis of `model_axes` carried through `tree_map` as a leaf: neither dropped (as
+    `None` would be) nor confused with the model's own tuples (a model's `rails` field)."""
+
+    def __init__(self, axis):
+        self.axis = axis
+
+
 def _leaves_with_axes(model, model_axes):
     """The model's array leaves and, for each, its ensemble axis (`None`: shared), from a
-    `vmap`-style prefix. Axes travel wrapped in 1-tuples so that `None` is not dropped."""
+    `vmap`-style prefix."""
     leaves = jax.tree_util.tree_leaves(model)
     if model_axes is None or isinstance(model_axes, int):
         return leaves, [model_axes] * len(leaves)
     wrapped = jax.tree_util.tree_map(
-        lambda a, sub: [(a,)] * len(jax.tree_util.tree_leaves(sub)),
+        lambda a, sub: [_Axis(a)] * len(jax.tree_util.tree_leaves(sub)),
         model_axes,
         model,
         is_leaf=lambda x: x is None,
     )
     axes = [
-        t[0] for t in jax.tree_util.tree_leaves(wrapped, is_leaf=lambda x: isinstance(x, tuple))
+        t.axis for t in jax.tree_util.tree_leaves(wrapped, is_leaf=lambda x: isinstance(x, _Axis))
     ]
     if len(axes) != len(leaves):
         raise ValueError("model_axes must be a prefix of the model's pytree structure")

@@ -272,20 +272,21 @@ def test_passive_energy_error_and_long_run(cls, per_unit, drift_bound):
 
 
 def test_simulate_ensemble_equals_members_and_jit_equals_eager():
-    """Three members, each with its own initial Ω and control amplitudes (`model_axes=0`): the
+    """Three members, each with its own initial Ω and control amplitudes (`model_axes`): the
     ensemble's final states at t = 10 equal the single runs' to 1e-12 (the two programs may
     fuse and round differently; measured 4e-15), and `simulate` under `jax.jit` (model, state
     and dt traced) equals the eager call (measured: bit for bit)."""
     model, state0 = two_circles_ball()
     amps = jnp.asarray([[0.8, 0.8], [0.5, 0.8], [1.1, 0.6]])
     omegas = jnp.asarray([[0.0, 0.0, 0.0], [0.3, -0.2, 0.1], [-0.1, 0.4, 0.2]])
-    # every parameter with the ensemble axis (`model_axes=0`); a pytree prefix selecting the
-    # amplitude alone is refused by `simulate` for a model with a tuple field (`rails`)
-    swept = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (3,) + x.shape), model)
-    swept = eqx.tree_at(lambda m: m.control.amplitude, swept, amps)
+    # the amplitudes swept alone: a `model_axes` pytree prefix (None elsewhere) through a
+    # model with a tuple field (`rails`)
+    swept = eqx.tree_at(lambda m: m.control.amplitude, model, amps)
+    axes = jax.tree_util.tree_map(lambda _: None, model)
+    axes = eqx.tree_at(lambda m: m.control.amplitude, axes, 0, is_leaf=lambda x: x is None)
     states = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (3,) + x.shape), state0)
     states = states._replace(Omega=omegas)
-    batched = jr.simulate(RKMK4(), swept, states, 0.05, 200, save_every=200, model_axes=0)
+    batched = jr.simulate(RKMK4(), swept, states, 0.05, 200, save_every=200, model_axes=axes)
     assert bool(jnp.all(batched.outcome.result == RESULTS.successful))
     for i in range(3):
         member = eqx.tree_at(lambda m: m.control.amplitude, model, amps[i])

@@ -207,6 +207,11 @@ class RollingBallUnreduced(AbstractModel):
         Qddot, lam = self.system.accelerations(t, Q, Qdot)
         return Q, Qdot, Qddot, lam
 
+    def angular_velocity(self, state: RollingBallUnreducedState):
+        """The body angular velocity `Ω` (`q̇ = ½ q Ω♯`): the Lie-group methods (`RKMK2/4/8`)
+        advance `q` by the exponential of it."""
+        return state.Omega
+
     def vector_field(self, t, state: RollingBallUnreducedState) -> RollingBallUnreducedState:
         """`(q̇, Ω̇, ẋ, θ̇, θ̈)` of one member; `Ω̇ = 2 Im(q* q̈)` (as `q̇* q̇` is real)."""
         Q, Qdot, Qddot, _ = self._accelerations(t, state)

@@ -74,6 +74,11 @@ class Suslov(AbstractModel):
         rhs = jnp.cross(self.inertia @ Omega, Omega) + self.multiplier(t, Omega) * xi
         return jnp.linalg.solve(self.inertia, rhs)
 
+    def angular_velocity(self, state: SuslovState):
+        """The body angular velocity `Ω` (`q̇ = ½ q Ω♯`): the Lie-group methods (`RKMK2/4/8`)
+        advance `q` by the exponential of it."""
+        return state.Omega
+
     def vector_field(self, t, state: SuslovState) -> SuslovState:
         """`(q̇, Ω̇)` of one member: (D.21) and (A.38)."""
         return SuslovState(quaternion_rate(state.q, state.Omega), self.omega_dot(t, state.Omega))
