@@ -10,7 +10,16 @@ from .base import AbstractImplicitIntegrator as AbstractImplicitIntegrator
 from .base import AbstractIntegrator as AbstractIntegrator
 from .base import StepInfo as StepInfo
 from .classical import CLASSICAL_CLASSES
+from .classical import RK4 as RK4
+from .classical import Euler as Euler
+from .classical import Gauss2 as Gauss2
+from .classical import Gauss4 as Gauss4
+from .classical import Gauss6 as Gauss6
+from .classical import ImplicitEuler as ImplicitEuler
+from .classical import ImplicitMidpoint as ImplicitMidpoint
+from .classical import RadauIIA5 as RadauIIA5
 from .classical import RungeKutta as RungeKutta
+from .classical import SunGeng5 as SunGeng5
 from .composition import AbstractComposition as AbstractComposition
 from .composition import Composition as Composition
 from .composition import triple_jump as triple_jump
@@ -33,8 +42,14 @@ from .lie_group import ForwardEuler as ForwardEuler
 from .lie_group import ForwardEulerMomentum as ForwardEulerMomentum
 from .munthe_kaas import MKRK as MKRK
 from .munthe_kaas import MKRK_CLASSES
+from .munthe_kaas import MKRKRK4 as MKRKRK4
+from .munthe_kaas import MKRKGauss4 as MKRKGauss4
+from .munthe_kaas import MKRKMidpoint as MKRKMidpoint
 from .partitioned import PARTITIONED_CLASSES
 from .partitioned import PartitionedRungeKutta as PartitionedRungeKutta
+from .partitioned import StormerVerlet as StormerVerlet
+from .partitioned import SymplecticEulerA as SymplecticEulerA
+from .partitioned import SymplecticEulerB as SymplecticEulerB
 from .rattle import RATTLE as RATTLE
 from .rattle import RATTLE_METHODS as RATTLE_METHODS
 from .reference_methods import AKW as AKW

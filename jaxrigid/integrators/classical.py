@@ -1,8 +1,9 @@
 """Classical Runge–Kutta methods for `dy/dt = f(t, y)` on pytrees, given by their tableau.
 
 The state pytree is flattened with `jax.flatten_util.ravel_pytree` and stepped by the shared
-engine `runge_kutta.rk_step`: explicit tables stage by stage, implicit ones by solving for all
-stage increments with full `Newton` (Jacobian by `jax.jacfwd`, re-formed every iteration). Its
+engine `runge_kutta`: explicit tables stage by stage, implicit ones by solving for all stage
+increments with full `Newton` (Jacobian by `jax.jacfwd`, re-formed every iteration), started
+from the previous step's stages extrapolated (the solver state). Its
 default stopping rule, `max|Δz| ≤ eps^(3/4)(1 + max|z|)`, leaves an error of order
 `(eps^(3/4))²` after a quadratically convergent iteration: round-off, so the symplecticity of
 the Gauss and Sun Geng tables is not spoiled by the solver (Chaurasia 2012, ch. 2, used a
@@ -25,7 +26,7 @@ from .base import (
     construct,
     tableau_method,
 )
-from .runge_kutta import rk_step
+from .runge_kutta import explicit_rk_step, implicit_rk_step, initial_slopes
 
 
 class AbstractHamiltonianTableauIntegrator(AbstractTableauIntegrator):
@@ -72,19 +73,27 @@ class AbstractExplicitRungeKutta(AbstractRungeKutta):
 
     def step(self, model, state, solver_state, t, dt):
         F, y0, unravel = self._flat(model, state, t)
-        y1, info = rk_step(F, y0, dt, self.tableau, None)
+        y1, info = explicit_rk_step(F, y0, dt, self.tableau)
         return unravel(y1), solver_state, info
 
 
 class AbstractImplicitRungeKutta(AbstractRungeKutta, AbstractImplicitIntegrator):
-    """An implicit Runge–Kutta method: all stage increments solved at once with `newton`."""
+    """An implicit Runge–Kutta method: all stage increments solved at once with `newton`.
+
+    Solver state: the guess `(s, n)` of the next step's stage derivatives, from which Newton
+    starts (`runge_kutta`: `f(y0)` for the first step, then the previous step's stage
+    derivatives extrapolated, Hairer & Wanner IV.8)."""
 
     newton: Newton = eqx.field(default_factory=Newton)
 
+    def init(self, model, state0, t0, dt):
+        F, y0, _ = self._flat(model, state0, t0)
+        return initial_slopes(F, y0, dt, self.tableau)
+
     def step(self, model, state, solver_state, t, dt):
         F, y0, unravel = self._flat(model, state, t)
-        y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
-        return unravel(y1), solver_state, info
+        y1, slopes, info = implicit_rk_step(F, y0, dt, self.tableau, self.newton, solver_state)
+        return unravel(y1), slopes, info
 
 
 # The methods of Chaurasia (2012) ch. 2, one class each (the CLI's --method is the `name`).

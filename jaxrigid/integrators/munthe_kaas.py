@@ -36,7 +36,7 @@ from .base import (
     tableau_method,
 )
 from .lie_group import _omega, _torque
-from .runge_kutta import rk_step
+from .runge_kutta import explicit_rk_step, implicit_rk_step, initial_slopes
 from .tableau import GAUSS4, IMPLICIT_MIDPOINT, RK4, ButcherTableau
 
 
@@ -85,19 +85,25 @@ class AbstractExplicitMKRK(AbstractMKRK):
 
     def step(self, model, state, solver_state, t, dt):
         F, y0 = self._flat(model, state, t)
-        y1, info = rk_step(F, y0, dt, self.tableau, None)
+        y1, info = explicit_rk_step(F, y0, dt, self.tableau)
         return self._state(state.R, y1), solver_state, info
 
 
 class AbstractImplicitMKRK(AbstractMKRK, AbstractImplicitIntegrator):
-    """MKRK with an implicit tableau: all `6s` stage unknowns solved with `newton`."""
+    """MKRK with an implicit tableau: all `6s` stage unknowns solved with `newton`, started
+    from the previous step's stage derivatives extrapolated (the solver state, `(s, 6)`;
+    `runge_kutta`)."""
 
     newton: Newton = eqx.field(default_factory=Newton)
 
+    def init(self, model, state0, t0, dt):
+        F, y0 = self._flat(model, state0, t0)
+        return initial_slopes(F, y0, dt, self.tableau)
+
     def step(self, model, state, solver_state, t, dt):
         F, y0 = self._flat(model, state, t)
-        y1, info = rk_step(F, y0, dt, self.tableau, self.newton)
-        return self._state(state.R, y1), solver_state, info
+        y1, slopes, info = implicit_rk_step(F, y0, dt, self.tableau, self.newton, solver_state)
+        return self._state(state.R, y1), slopes, info
 
 
 class MKRKMidpoint(AbstractImplicitMKRK):

@@ -35,6 +35,7 @@ import numpy as np
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, construct, tableau_method
 from .classical import AbstractHamiltonianTableauIntegrator
+from .runge_kutta import extrapolates, first_slopes, next_slopes
 from .tableau import ButcherTableau, _tree_conditions
 
 
@@ -139,18 +140,37 @@ class AbstractPartitionedRungeKutta(
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.2, §VI.3"
     newton: Newton = eqx.field(default_factory=Newton)
 
+    def _gradients(self, model, t, dt):
+        """`∂H/∂p` and `∂H/∂q` of each stage (at `t + c_i h` for a time-dependent H)."""
+        s = self.tableau.stages
+        if getattr(model, "time_dependent", False):  # H(q, p, t): stages at t + c_i h
+            times = [t + ci * dt for ci in self.tableau.c]
+            grad_p = [functools.partial(model.grad_p, t=ti) for ti in times]
+            grad_q = [functools.partial(model.grad_q, t=ti) for ti in times]
+            return grad_p, grad_q
+        return [model.grad_p] * s, [model.grad_q] * s  # canonical systems here are autonomous
+
+    def init(self, model, state0, t0, dt):
+        """The first step's guess of the stage derivatives `(q̇_i, ṗ_i) = (H_p, −H_q)(q₀, p₀)`
+        (`(s, n)` each; then Newton starts from `Z_i ≈ h (Σ_j a_ij) H'(q₀, p₀)`, the row sums, not
+        the nodes); later steps carry the previous stages extrapolated (`runge_kutta`)."""
+        if not extrapolates(self.tableau.c):
+            return None
+        q0, p0 = state0
+        return self._first_slopes(model, q0, p0, t0, dt)
+
+    def _first_slopes(self, model, q0, p0, t, dt):
+        grad_p, grad_q = self._gradients(model, t, dt)
+        s = self.tableau.stages
+        return first_slopes(grad_p[0](q0, p0), s), first_slopes(-grad_q[0](q0, p0), s)
+
     def step(self, model, state, solver_state, t, dt):
         q0, p0 = state
         dtype = q0.dtype
         tq, tp = self.tableau.q, self.tableau.p
         a, ah = jnp.asarray(tq.a, dtype), jnp.asarray(tp.a, dtype)
         s, n = self.tableau.stages, q0.shape[0]
-        if getattr(model, "time_dependent", False):  # H(q, p, t): stages at t + c_i h
-            times = [t + ci * dt for ci in self.tableau.c]
-            grad_p = [functools.partial(model.grad_p, t=ti) for ti in times]
-            grad_q = [functools.partial(model.grad_q, t=ti) for ti in times]
-        else:  # canonical systems here are autonomous
-            grad_p, grad_q = [model.grad_p] * s, [model.grad_q] * s
+        grad_p, grad_q = self._gradients(model, t, dt)
 
         def derivatives(Zq, Zp):
             Q, P = q0[None, :] + Zq, p0[None, :] + Zp
@@ -163,17 +183,19 @@ class AbstractPartitionedRungeKutta(
             Hp, Hq = derivatives(Zq, Zp)
             return jnp.concatenate([(Zq - dt * (a @ Hp)).ravel(), (Zp + dt * (ah @ Hq)).ravel()])
 
-        hp0, hq0 = grad_p[0](q0, p0), grad_q[0](q0, p0)
-        # predictor of the increments Z_i ≈ h (Σ_j a_ij) H'(q₀, p₀): the row sums, not the nodes
-        cq, cp = jnp.asarray(tq.row_sums, dtype)[:, None], jnp.asarray(tp.row_sums, dtype)[:, None]
-        guess = jnp.concatenate(
-            [(dt * cq * hp0[None, :]).ravel(), (-dt * cp * hq0[None, :]).ravel()]
-        )
+        if solver_state is None:  # a table of one node: every step from H'(q₀, p₀)
+            solver_state = self._first_slopes(model, q0, p0, t, dt)
+        slopes_q, slopes_p = solver_state
+        guess = jnp.concatenate([(dt * (a @ slopes_q)).ravel(), (dt * (ah @ slopes_p)).ravel()])
         z, info = self.newton.solve(residual, guess)
         Hp, Hq = derivatives(z[: s * n].reshape(s, n), z[s * n :].reshape(s, n))
         q1 = q0 + dt * (jnp.asarray(tq.b, dtype) @ Hp)
         p1 = p0 - dt * (jnp.asarray(tp.b, dtype) @ Hq)
-        return type(state)(q1, p1), solver_state, info
+        c, ok = self.tableau.c, info.converged
+        slopes = None
+        if extrapolates(c):
+            slopes = next_slopes(Hp, c, tq.b, ok), next_slopes(-Hq, c, tp.b, ok)
+        return type(state)(q1, p1), slopes, info
 
 
 class SymplecticEulerA(AbstractPartitionedRungeKutta):
