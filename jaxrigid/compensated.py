@@ -9,16 +9,24 @@ Lubich & Wanner, *Geometric Numerical Integration*, §VIII.5) keeps the rounding
 each addition and adds it back into the next increment, so only the error of computing the
 increments themselves remains: about `|Δ|/|x|` times smaller.
 
-`Compensated(value, error)` holds a model's state rounded to working precision (`value`,
-what every observer and invariant sees) and the rest of the exact sum (`error`). A method
-that can advance it (`integrator.compensated_summation`) writes its step as `advance(state,
-linear, forcing)`: the increment `linear(x) + forcing`, with `linear` linear in the state (the
-attitude's `R (exp(Ψ) − 1)`, the momentum's `(exp(−Ψ) − 1)Π`), so that it applies to the
-error as well as to the value.
+A method that can compensate (`integrator.compensated_summation`, a class fact: IMIDM, fEM,
+a composition of such) writes its step as `advance(state, linear, forcing)`: the increment
+`linear(x) + forcing`, with `linear` linear in the state (the attitude's `R (exp(Ψ) − 1)`, the
+momentum's `(exp(−Ψ) − 1)Π`), so that it applies to the error as well as to the value. It
+compensates when asked by its setting `compensated=True` (e.g. `IMIDM(compensated=True)`):
+its solver state is then the rounding error (`zero_error` at `init`), the step advances
+`Compensated(state, error)` (`attach`) and returns the rounded state and the new error. The
+states the driver sees stay plain.
+
+Deprecated (kept for one release): a `Compensated(value, error)` state (`compensate(state)`),
+the state rounded to working precision (`value`, what every observer and invariant sees) and
+the rest of the exact sum (`error`), advanced by a method with `compensated_summation` and
+the default `compensated=False`. Both routes do the same arithmetic, bit for bit.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -33,9 +41,36 @@ class Compensated(NamedTuple):
     error: Any
 
 
+def zero_error(state):
+    """The rounding error of a state not yet advanced: zeros of its structure and dtypes (the
+    solver state of a compensated method before its first step)."""
+    return jax.tree_util.tree_map(jnp.zeros_like, state)
+
+
 def compensate(state) -> Compensated:
-    """Start a compensated run from `state` (its error zero)."""
-    return Compensated(state, jax.tree_util.tree_map(jnp.zeros_like, state))
+    """Start a compensated run from `state` (its error zero). Deprecated, kept for one
+    release: ask the method instead (`IMIDM(compensated=True)`), whose solver state then
+    carries the error."""
+    warnings.warn(
+        "jaxrigid.compensate(state) is deprecated (kept for one release): use the method "
+        "setting instead, e.g. IMIDM(compensated=True), which carries the rounding error in "
+        "its solver state",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return Compensated(state, zero_error(state))
+
+
+def attach(state, error) -> Compensated:
+    """The state a compensated method's step advances: `Compensated(state, error)`, with the
+    `error` from its solver state. A `Compensated` state is refused: the error would be
+    carried twice."""
+    if isinstance(state, Compensated):
+        raise TypeError(
+            "a method with compensated=True carries the rounding error in its solver state: "
+            "pass the plain state (Compensated(value, error) is for compensated=False)"
+        )
+    return Compensated(state, error)
 
 
 def value_of(state):

@@ -63,7 +63,9 @@ class AbstractIntegrator(eqx.Module):
     reference: ClassVar[str] = ""
     model_types: ClassVar[tuple[type, ...]] = ()
     torque_free_only: ClassVar[bool] = False  # e.g. DMV: the free rigid body only
-    compensated_summation: ClassVar[bool] = False  # advances a `compensated.Compensated` state
+    # can carry its rounding error (`jaxrigid.compensated`): with its setting
+    # `compensated=True`, in its solver state; deprecated: a `Compensated` state
+    compensated_summation: ClassVar[bool] = False
 
     @property
     def model_requirement(self) -> str:

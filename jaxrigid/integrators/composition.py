@@ -24,7 +24,11 @@ class AbstractComposition(AbstractIntegrator):
     fractions read the same backwards (the adjoint of `Φ_m ∘ … ∘ Φ_1` is
     `Φ_1* ∘ … ∘ Φ_m*`; GNI §II.4, §V.3); `compensated_summation` if every member has it. No
     invariant is claimed (`preserves` is empty), as before. The members' settings are the
-    instances in the field `integrators`."""
+    instances in the field `integrators`.
+
+    Solver state: the tuple of the members' (each member keeps its own, e.g. its stages).
+    Members that compensate (`compensated=True`: their solver state is the state's rounding
+    error) share one error, passed from each to the next, as a `Compensated` state was."""
 
     name: ClassVar[str] = "composition"
     member_classes: eqx.AbstractClassVar[tuple[type, ...]]
@@ -47,13 +51,27 @@ class AbstractComposition(AbstractIntegrator):
     def integrates(self, model) -> bool:
         return all(i.integrates(model) for i in self.integrators)
 
+    @property
+    def compensated(self) -> bool:
+        """Whether the members compensate (all or none do): one rounding error is carried."""
+        return _compensated(self.integrators)
+
     def init(self, model, state0, t0, dt):
+        if self.compensated:
+            return self.integrators[0].init(model, state0, t0, self.fractions[0] * dt)
         return tuple(
             i.init(model, state0, t0, gamma * dt)
             for i, gamma in zip(self.integrators, self.fractions)
         )
 
     def step(self, model, state, solver_state, t, dt):
+        if self.compensated:  # the rounding error passes from member to member
+            infos, error = [], solver_state
+            for integrator, gamma in zip(self.integrators, self.fractions):
+                state, error, info = integrator.step(model, state, error, t, gamma * dt)
+                infos.append(info)
+                t = t + gamma * dt
+            return state, error, merge_infos(infos)
         infos, states = [], []
         for integrator, ss, gamma in zip(self.integrators, solver_state, self.fractions):
             h = gamma * dt
@@ -62,6 +80,16 @@ class AbstractComposition(AbstractIntegrator):
             states.append(ss)
             t = t + h
         return state, tuple(states), merge_infos(infos)
+
+
+def _compensated(integrators) -> bool:
+    flags = {bool(getattr(i, "compensated", False)) for i in integrators}
+    if len(flags) > 1:
+        raise ValueError(
+            "compose compensated members (compensated=True) only with compensated members: "
+            "the rounding error passes from each to the next"
+        )
+    return flags == {True}
 
 
 _CLASSES: dict[tuple, type[AbstractComposition]] = {}
@@ -102,6 +130,7 @@ def Composition(integrators, fractions, stated_order: int = 1) -> AbstractCompos
     integrators, fractions = tuple(integrators), tuple(float(g) for g in fractions)
     if len(integrators) != len(fractions) or not integrators:
         raise ValueError("Composition needs one fraction per integrator (and at least one)")
+    _compensated(integrators)  # all or none
     cls = composition_class(tuple(type(i) for i in integrators), fractions, int(stated_order))
     return cls(integrators)
 

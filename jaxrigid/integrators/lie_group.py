@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from .. import results
 from .._linalg import cross, matmul
-from ..compensated import advance, value_of
+from ..compensated import advance, attach, value_of, zero_error
 from ..lie import so3
 from ..models.rigid_body import RigidBody, RigidBodyState
 from ..newton import Newton
@@ -74,6 +74,14 @@ _MAX_ANGLE_DOC = """
     this, which cuts the Rodrigues series to the terms exact to round-off up to that angle and
     drops the reduction of larger angles (about a third of an ensemble step's time); a step
     that breaks it is reported as `RESULTS.step_bound_broken`, never silently accepted."""
+
+
+def _carry(integrator, state, solver_state):
+    """`(state, solver_state)` after a step that may compensate: with `compensated=True`, the
+    rounded state and its rounding error (the new solver state)."""
+    if integrator.compensated:
+        return state.value, state.error
+    return state, solver_state
 
 
 def _predict(model, t, R, Pi, dt):
@@ -129,23 +137,32 @@ class BackwardEuler(AbstractImplicitIntegrator):
 
 
 class ForwardEulerMomentum(AbstractIntegrator):
-    """Momentum-conserving forward Euler, Krysl eq. (18): `Π₁ = exp(−Ψ)(Π₀ + hT₀)`, `Ψ = hΩ₀`."""
+    """Momentum-conserving forward Euler, Krysl eq. (18): `Π₁ = exp(−Ψ)(Π₀ + hT₀)`, `Ψ = hΩ₀`.
+    `compensated=True`: compensated summation, the rounding error in the solver state
+    (`jaxrigid.compensated`)."""
 
     name: ClassVar[str] = "fEM"
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (18)"
+    compensated: bool = eqx.field(default=False, static=True)
 
     compensated_summation: ClassVar[bool] = True
 
+    def init(self, model, state0, t0, dt):
+        return zero_error(state0) if self.compensated else None
+
     def step(self, model, state, solver_state, t, dt):
+        if self.compensated:
+            state = attach(state, solver_state)
         R, Pi = value_of(state)
         psi = dt * _omega(model, Pi)
         forcing = None  # exp(−Ψ)(Π₀ + hT₀) = Π₀ + (exp(−Ψ) − 1)Π₀ + h exp(−Ψ)T₀
         if model.has_torque:
             forcing = RigidBodyState(None, dt * so3.rotate_exp(-psi, _torque(model, t, R, Pi)))
-        return advance(state, _rotation(psi), forcing), solver_state, explicit_info(Pi.dtype)
+        new, solver_state = _carry(self, advance(state, _rotation(psi), forcing), solver_state)
+        return new, solver_state, explicit_info(Pi.dtype)
 
 
 class BackwardEulerMomentum(AbstractImplicitIntegrator):
@@ -278,6 +295,9 @@ class IMIDM(AbstractImplicitIntegrator):
     The paper's unknown is `Ψ̃ = Δt 𝕀⁻¹Π̄`; we solve for `Π̄` itself, a linear change of
     unknown under which Newton's iterates are the same (Newton is affine invariant) and which
     lets the midpoint torque depend on the momentum.
+
+    `compensated=True`: compensated summation, the rounding error in the solver state
+    (`jaxrigid.compensated`).
     """
 
     name: ClassVar[str] = "IMIDM"
@@ -288,10 +308,16 @@ class IMIDM(AbstractImplicitIntegrator):
     reference: ClassVar[str] = "Krysl (2007) §3.6, algorithm IMIDM"
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
+    compensated: bool = eqx.field(default=False, static=True)
 
     compensated_summation: ClassVar[bool] = True
 
+    def init(self, model, state0, t0, dt):
+        return zero_error(state0) if self.compensated else None
+
     def step(self, model, state, solver_state, t, dt):
+        if self.compensated:
+            state = attach(state, solver_state)
         R, Pi = value_of(state)
         h, m = 0.5 * dt, self.max_angle
 
@@ -308,7 +334,8 @@ class IMIDM(AbstractImplicitIntegrator):
         if model.has_torque:
             T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
             forcing = RigidBodyState(None, dt * so3.rotate_exp(-half_psi, T, m))
-        return advance(state, _rotation(psi, m), forcing), solver_state, _promise_kept(info, m, psi)
+        new, solver_state = _carry(self, advance(state, _rotation(psi, m), forcing), solver_state)
+        return new, solver_state, _promise_kept(info, m, psi)
 
 
 for _method in (TRAP, IMID, TRAPM, IMIDM):
