@@ -1,5 +1,7 @@
 """Integrators: one module per family, and one registry of integrator classes."""
 
+import re
+
 from ..models.constrained_rigid_body import ConstrainedRigidBody
 from ..models.coupled_bodies import CoupledBodies
 from ..models.director import DirectorRigidBody
@@ -100,16 +102,20 @@ FAMILIES: dict[str, type] = {
 
 
 def family_of(cls: type[AbstractIntegrator]) -> str:
-    """The family of an integrator class: that of the first model type it integrates."""
+    """The family of an integrator class: that of the first model type it integrates (a model
+    type of no listed family names its own: `RollingBall` → `rolling_ball`)."""
     model_type = cls.model_types[0]
-    return next(f for f, t in FAMILIES.items() if issubclass(model_type, t))
+    for family, family_type in FAMILIES.items():
+        if issubclass(model_type, family_type):
+            return family
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", model_type.__name__).lower()
 
 
-METHODS_BY_FAMILY: dict[str, dict[str, type]] = {
-    family: {cls.name: cls for cls in REGISTRY if family_of(cls) == family} for family in FAMILIES
-}
+METHODS_BY_FAMILY: dict[str, dict[str, type]] = {}
+for _cls in REGISTRY:
+    METHODS_BY_FAMILY.setdefault(family_of(_cls), {})[_cls.name] = _cls
 """A view of `REGISTRY`: family → {canonical name → class} (each class is a zero-argument
-factory, as the values of this dict have always been)."""
+factory, as the values of this dict have always been), families in registry order."""
 
 RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
 """The rigid-body methods by canonical name (a view of `REGISTRY`)."""
