@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from . import dmv, hamiltonian, krysl, nontwisting, symmetric_top
+from . import dmv, hamiltonian, krysl, nontwisting, rolling_ball, symmetric_top
 from .base import Case as Case
 from .base import Parameter as Parameter
 
 CASES: dict[str, Case] = {
     case.name: case
     for case in (
-        krysl.CASES + dmv.CASES + hamiltonian.CASES + nontwisting.CASES + symmetric_top.CASES
+        krysl.CASES
+        + dmv.CASES
+        + hamiltonian.CASES
+        + nontwisting.CASES
+        + symmetric_top.CASES
+        + rolling_ball.CASES
     )
 }
 

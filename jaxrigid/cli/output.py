@@ -92,7 +92,9 @@ def _write_csv(path: Path, spec: RunSpec, ts, invariants) -> None:
 
 
 def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
-    """Invariant drifts (log scale) and body momentum against t. False without matplotlib."""
+    """Invariant drifts (log scale) and body momentum against t; for a rolling ball (states
+    with `q` and a centre `x`) its energy and the contact point's path. False without
+    matplotlib."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -101,6 +103,11 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
     ts = traj.ts
     fig = Figure(figsize=(8, 7), layout="constrained")
     FigureCanvasAgg(fig)
+    who = f", member 0 of {spec.ensemble}" if spec.ensemble is not None else ""
+    if _is_rolling(traj.states) and "energy" in invariants:
+        _draw_rolling(fig, spec, traj, invariants, who)
+        fig.savefig(path, dpi=100)
+        return True
     top, bottom = fig.subplots(2, 1, sharex=True)
     for name, v in invariants.items():
         drift = np.abs(v - v[..., :1]).reshape(-1, ts.shape[0])[0]
@@ -128,10 +135,35 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
     bottom.set_xlabel("t")
     bottom.set_ylabel(", ".join(fields))
     bottom.legend(fontsize="small")
-    who = f", member 0 of {spec.ensemble}" if spec.ensemble is not None else ""
     top.set_title(f"{spec.case.name}, {spec.method}, dt = {spec.dt:g}{who}")
     fig.savefig(path, dpi=100)
     return True
+
+
+def _is_rolling(states) -> bool:
+    """A rolling body's states: an attitude quaternion `q` and a centre `x` (3 components)."""
+    fields = getattr(states, "_fields", ())
+    return "q" in fields and "x" in fields and np.shape(states.x)[-1:] == (3,)
+
+
+def _draw_rolling(fig, spec: RunSpec, traj: Trajectory, invariants, who: str) -> None:
+    """The rolling ball: its energy against t, and the contact point's path (x1, x2)."""
+    ts, n = traj.ts, traj.ts.shape[0]
+    top, bottom = fig.subplots(2, 1, height_ratios=(1, 2))
+    energy = np.asarray(invariants["energy"]).reshape(-1, n)[0]
+    top.plot(ts, energy, lw=0.8)
+    top.set_xlabel("t")
+    top.set_ylabel("energy")
+    top.set_title(f"{spec.case.name}, {spec.method}, dt = {spec.dt:g}{who}")
+    x = np.asarray(traj.states.x).reshape(-1, n, 3)[0]
+    bottom.plot(x[:, 0], x[:, 1], lw=0.8)
+    bottom.plot(x[:1, 0], x[:1, 1], "o", ms=4, label=f"t = {ts[0]:g}")
+    bottom.plot(x[-1:, 0], x[-1:, 1], "s", ms=4, label=f"t = {ts[-1]:g}")
+    bottom.set_aspect("equal", adjustable="datalim")
+    bottom.set_xlabel("x1")
+    bottom.set_ylabel("x2")
+    bottom.set_title("contact point", fontsize="medium")
+    bottom.legend(fontsize="small")
 
 
 def make_out_dir(out: Path) -> None:

@@ -133,7 +133,13 @@ def _initial(spec: RunSpec):
         raise UsageError(f"case {spec.case.name}: {err}") from None
     if spec.ensemble is not None:
         rng = np.random.default_rng(spec.seed)
-        state0 = spec.case.perturb(state0, rng, spec.case.ensemble_spread, spec.ensemble)
+        spread = spec.case.ensemble_spread
+        # a perturbation that needs the model (Suslov's ξ: Ω projected onto ξ⊥)
+        with_model = getattr(spec.case, "perturb_with_model", None)
+        if with_model is not None:
+            state0 = with_model(model, state0, rng, spread, spec.ensemble)
+        else:
+            state0 = spec.case.perturb(state0, rng, spread, spec.ensemble)
     return model, state0
 
 
