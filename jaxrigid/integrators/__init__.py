@@ -47,11 +47,13 @@ from .munthe_kaas import MKRK_CLASSES
 from .munthe_kaas import MKRKRK4 as MKRKRK4
 from .munthe_kaas import MKRKGauss4 as MKRKGauss4
 from .munthe_kaas import MKRKMidpoint as MKRKMidpoint
+from .nonholonomic_lie import NONHOLONOMIC_LIE_CLASSES
 from .partitioned import PARTITIONED_CLASSES
 from .partitioned import PartitionedRungeKutta as PartitionedRungeKutta
 from .partitioned import StormerVerlet as StormerVerlet
 from .partitioned import SymplecticEulerA as SymplecticEulerA
 from .partitioned import SymplecticEulerB as SymplecticEulerB
+from .quaternion_rkmk import RKMK_CLASSES
 from .rattle import RATTLE as RATTLE
 from .rattle import RATTLE_METHODS as RATTLE_METHODS
 from .reference_methods import AKW as AKW
@@ -84,6 +86,8 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     RATTLE,  # rotation matrices with RᵀR = 1 (Chaurasia App. B)
     DMVCoupledBody,  # Dixon §8: two bodies, ball-and-socket joint
     DMVCoupledSpatial,
+    *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers; issue 13), unit quaternions
+    *NONHOLONOMIC_LIE_CLASSES,
 )
 """Every registered integrator class, each constructible with no arguments. Its canonical
 name (the CLI's --method; lookup is case-insensitive) is its class fact `name`; a name may
