@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import Check
+from ._jet import as_float, jet2
 
 __all__ = [
     "AbstractControl",
@@ -28,21 +29,6 @@ __all__ = [
     "SinusoidControl",
     "ZeroControl",
 ]
-
-
-def _as_float(x):
-    """`x` as an array with a floating dtype (an integer t cannot carry a tangent)."""
-    x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x * 1.0
-
-
-def _jet2(fn, x):
-    """`(f(x), f′(x), f″(x))` of a function of one scalar, by nested forward mode."""
-    x = _as_float(x)
-    one = jnp.ones_like(x)
-    first = lambda x: jax.jvp(fn, (x,), (one,))
-    (f, df), (_, ddf) = jax.jvp(first, (x,), (one,))
-    return f, df, ddf
 
 
 def _all_finite(x):
@@ -63,7 +49,7 @@ class AbstractControl(eqx.Module):
 
     def derivatives(self, t):
         """`(θ, θ̇, θ̈)` at time `t`, each `(n,)`, by `jax.jvp` (twice)."""
-        return _jet2(self, t)
+        return jet2(self, t)
 
     @property
     def size(self) -> int:
@@ -124,7 +110,7 @@ class ConstantControl(AbstractControl):
             )
 
     def __call__(self, t):
-        return self.values + jnp.zeros_like(_as_float(t))
+        return self.values + jnp.zeros_like(as_float(t))
 
     @property
     def size(self) -> int:
@@ -140,7 +126,7 @@ class ZeroControl(AbstractControl):
     n: int = eqx.field(static=True)
 
     def __call__(self, t):
-        t = _as_float(t)
+        t = as_float(t)
         return jnp.zeros((self.n,), t.dtype) * t
 
     @property

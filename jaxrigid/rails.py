@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._jet import jet2
+
 __all__ = [
     "AbstractRail",
     "CircleRail",
@@ -33,21 +35,6 @@ __all__ = [
 ]
 
 _TWO_PI = 2.0 * math.pi
-
-
-def _as_float(x):
-    """`x` as an array with a floating dtype (an integer θ or t cannot carry a tangent)."""
-    x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x * 1.0
-
-
-def _jet2(fn, x):
-    """`(f(x), f′(x), f″(x))` of a function of one scalar, by nested forward mode."""
-    x = _as_float(x)
-    one = jnp.ones_like(x)
-    first = lambda x: jax.jvp(fn, (x,), (one,))
-    (f, df), (_, ddf) = jax.jvp(first, (x,), (one,))
-    return f, df, ddf
 
 
 class AbstractRail(eqx.Module):
@@ -65,7 +52,7 @@ class AbstractRail(eqx.Module):
 
     def derivatives(self, theta):
         """`(ζ, ζ′, ζ″)` at `theta`, each `(3,)`, by `jax.jvp` (autodiff, not by hand)."""
-        return _jet2(self, theta)
+        return jet2(self, theta)
 
     def theta_range(self) -> tuple[float, float]:
         """The parameter interval covering the rail once (checks sample it)."""
