@@ -49,7 +49,10 @@ class Solution(NamedTuple):
     returned); `final_state` (for a `Compensated` run, `states` are the rounded values and
     `final_state` the `Compensated` pair to continue from); `outcome`, over the whole run
     (`(*ensemble,)` leaves), and `outcome_per_save` (`(*ensemble, n_save − 1)` leaves);
-    `observations`, the observer's final carry (`None` without an observer).
+    `observations`, the observer's final carry (`None` without an observer); `solver_state`,
+    the integrator's final solver state (leaves `(*ensemble, ...)`): pass it as
+    `simulate(..., solver_state0=...)` with `final_state` to continue a run exactly as if it
+    had not been split (a compensated method's rounding error, Newton's warm start).
 
     `result` is `outcome.result`. `newton` and `newton_per_save` are the names of one release
     ago for `outcome` and `outcome_per_save` (kept for one release)."""
@@ -60,6 +63,7 @@ class Solution(NamedTuple):
     outcome: Outcome
     outcome_per_save: Outcome
     observations: Any = None
+    solver_state: Any = None
 
     @property
     def result(self) -> jax.Array:
@@ -121,11 +125,14 @@ def _finite(state):
     return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
 
 
-def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
+def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec):
     n_save, save_every, checkpoint = spec
     dtype = jax.tree_util.tree_leaves(state0)[0].dtype
     h = jnp.asarray(dt, dtype)
     solver_state0 = integrator.init(model, state0, t0, h)
+    if ss0 is not None:
+        _check_solver_state(integrator, solver_state0, ss0)
+        solver_state0 = ss0
     if observer is not None and obs0 is None:
         obs0 = observer.init(model, value_of(state0), t0.astype(dtype))
 
@@ -156,11 +163,25 @@ def _run_one(integrator, observer, save, model, state0, obs0, t0, dt, spec):
     # `segment` itself need not be rematerialised: an outer block's recomputation keeps each
     # of its ~√n_save segments' ~√save_every block carries, O(√n_steps) in all.
     init = (state0, solver_state0, jnp.int32(0), obs0)
-    (final, _, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
+    (final, ss, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
     states = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a[None], b]), kept(0, state0), saved
     )
-    return states, final, per_save, obs
+    return states, final, per_save, obs, ss
+
+
+def _check_solver_state(integrator, expected, given) -> None:
+    """`solver_state0` must be what this integrator's `init` makes (one member's)."""
+    describe = lambda x: (  # noqa: E731
+        jax.tree_util.tree_structure(x),
+        [(jnp.shape(a), jnp.result_type(a)) for a in jax.tree_util.tree_leaves(x)],
+    )
+    if describe(expected) != describe(given):
+        raise ValueError(
+            f"solver_state0 is not a solver state of {integrator.name} for this model and "
+            f"state (pass the `solver_state` of a Solution of the same method and ensemble): "
+            f"expected per member {describe(expected)}, got {describe(given)}"
+        )
 
 
 # ----------------------------------------------------------------------------------------
@@ -181,6 +202,7 @@ def simulate(
     throw: bool = False,
     observer: AbstractObserver | None = None,
     observations0=None,
+    solver_state0=None,
     checkpoint: bool = True,
 ) -> Solution:
     """Integrate `n_steps` steps of size `dt` from `state0` at `t0`.
@@ -194,10 +216,12 @@ def simulate(
     cause, step, time and member of the first failed step, also inside `jit`; for large
     ensembles prefer `throw=False` and inspect `solution.outcome`); `observer` (an
     `AbstractObserver` updated every step inside the scan) and `observations0` (its carry to
-    continue from); `checkpoint` (default: a reverse pass through the run stores O(√n_steps)
-    states, recomputing the rest; `False` stores every step: less compute for short
-    horizons). A `compensated.Compensated` `state0` runs with compensated summation (methods
-    with `compensated_summation`).
+    continue from); `solver_state0` (a previous `Solution.solver_state`, to continue that
+    run: with its `final_state` as `state0` the two runs equal one unsplit run bit for bit);
+    `checkpoint` (default: a reverse pass through the run stores O(√n_steps) states,
+    recomputing the rest; `False` stores every step: less compute for short horizons). A
+    `compensated.Compensated` `state0` (deprecated: use the method's `compensated=True`) runs
+    with compensated summation.
 
     `dt`, `t0` and every array of the model and the state may be traced (`jit` arguments,
     differentiated, `vmap`ped).
@@ -262,14 +286,28 @@ def simulate(
         ndims,
     )
     nb = len(batch_shape)
-    flat_obs0 = jax.tree_util.tree_map(
-        lambda x: jnp.reshape(x, (n_members,) + jnp.shape(x)[nb:]) if n_members else x,
-        observations0,
+    flat_members = (
+        lambda tree: jax.tree_util.tree_map(  # noqa: E731
+            lambda x: jnp.reshape(x, (n_members,) + jnp.shape(x)[nb:]) if n_members else x, tree
+        )
     )
-    states, final, per_save, obs = run(integrator, observer, save, model, flat, flat_obs0, t0, dt)
+    states, final, per_save, obs, ss = run(
+        integrator,
+        observer,
+        save,
+        model,
+        flat,
+        flat_members(observations0),
+        flat_members(solver_state0),
+        t0,
+        dt,
+    )
     unflat = lambda x: x.reshape(batch_shape + x.shape[1:]) if n_members else x  # noqa: E731
-    states, final, per_save, obs = jax.tree_util.tree_map(unflat, (states, final, per_save, obs))
-    solution = Solution(ts, states, final, results.summarize(per_save, batch_shape), per_save, obs)
+    states, final, per_save, obs, ss = jax.tree_util.tree_map(
+        unflat, (states, final, per_save, obs, ss)
+    )
+    outcome = results.summarize(per_save, batch_shape)
+    solution = Solution(ts, states, final, outcome, per_save, obs, ss)
     if throw:
         results.raise_on_failure(solution.outcome, t0, dt)
     return solution
@@ -359,13 +397,13 @@ def _compiled_runner(spec, model_axes, batched):
     )
     if key not in _RUNNERS:
 
-        def run(integrator, observer, save, model, state0, obs0, t0, dt):
-            def f(m, s, o):
-                return _run_one(integrator, observer, save, m, s, o, t0, dt, spec)
+        def run(integrator, observer, save, model, state0, obs0, ss0, t0, dt):
+            def f(m, s, o, ss):
+                return _run_one(integrator, observer, save, m, s, o, ss, t0, dt, spec)
 
             if batched:
-                f = jax.vmap(f, in_axes=(model_axes, 0, 0))
-            return f(model, state0, obs0)
+                f = jax.vmap(f, in_axes=(model_axes, 0, 0, 0))
+            return f(model, state0, obs0, ss0)
 
         _RUNNERS[key] = jax.jit(run, static_argnums=2)
     return _RUNNERS[key]
@@ -375,8 +413,9 @@ def _check_compensated(integrator, state0):
     if not getattr(integrator, "compensated_summation", False):
         raise TypeError(
             f"{integrator.name} does not advance a Compensated state "
-            "(integrator.compensated_summation is False); pass the plain state, or use a "
-            "method that does (e.g. IMIDM)"
+            "(integrator.compensated_summation is False). Compensated states are deprecated: "
+            "ask the method instead, e.g. IMIDM(compensated=True), and continue a run with "
+            "simulate(..., solver_state0=solution.solver_state)"
         )
     value, error = state0
     v_struct, e_struct = (jax.tree_util.tree_structure(x) for x in (value, error))

@@ -228,3 +228,70 @@ def test_simulate_validates_the_initial_state_of_every_model(case_name):
     bad = state0._replace(**{state0._fields[0]: 1.1 * state0[0]})
     with pytest.raises(ValueError):
         jr.simulate(integrator, model, bad, case.default_dt, 2)
+
+
+@pytest.mark.parametrize("split", [1, 37])
+@pytest.mark.parametrize("which", ["IMIDM-compensated", "gauss6-warm-start"])
+def test_a_run_continued_from_its_solver_state_equals_the_unsplit_run(which, split):
+    """`Solution.solver_state` carries what a method reuses between steps; continuing from it
+    (with `final_state`) gives the unsplit run bit for bit, for a compensated method (the
+    rounding error) and a warm-started implicit one (the extrapolated stages), also for an
+    ensemble. For the compensated method a restart without it is not equal (the rounding
+    error is dropped); Gauss6's Newton may land on the same bits from either start (its warm
+    start saves iterations, `test_rk_families.py`), so there the solver state itself is
+    compared."""
+    if which == "IMIDM-compensated":
+        integrator = jr.IMIDM(compensated=True)
+        model, state0 = _ensemble("krysl-torque-free", 3)
+        dt = 0.05
+    else:
+        integrator = jr.integrators.get_method("gauss6", "hamiltonian")
+        case = get_case("kepler")
+        model, one = case.build(case.resolve())
+        state0 = jax.tree_util.tree_map(lambda x: jnp.stack([x, 1.01 * x, 0.99 * x]), one)
+        dt = 0.05
+    n = 80
+    whole = jr.simulate(integrator, model, state0, dt, n)
+    first = jr.simulate(integrator, model, state0, dt, split)
+    rest = jr.simulate(
+        integrator,
+        model,
+        first.final_state,
+        dt,
+        n - split,
+        t0=split * dt,
+        solver_state0=first.solver_state,
+    )
+    for a, b in zip(
+        jax.tree_util.tree_leaves(whole.final_state), jax.tree_util.tree_leaves(rest.final_state)
+    ):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(
+        jax.tree_util.tree_leaves(whole.solver_state), jax.tree_util.tree_leaves(rest.solver_state)
+    ):
+        np.testing.assert_array_equal(a, b)
+    if which != "IMIDM-compensated":
+        return
+    # and the solver state is not trivial: a restart from `init` differs
+    restart = jr.simulate(integrator, model, first.final_state, dt, n - split, t0=split * dt)
+    assert any(
+        not np.array_equal(a, b)
+        for a, b in zip(
+            jax.tree_util.tree_leaves(whole.final_state),
+            jax.tree_util.tree_leaves(restart.final_state),
+        )
+    )
+
+
+def test_a_foreign_solver_state_is_refused():
+    model, states = _ensemble("krysl-torque-free", 3)
+    sol = jr.simulate(jr.IMIDM(compensated=True), model, states, 0.01, 4)
+    with pytest.raises(ValueError, match="solver_state0 is not a solver state of IMIDM"):
+        jr.simulate(
+            jr.IMIDM(compensated=True),
+            model,
+            states,
+            0.01,
+            4,
+            solver_state0=jax.tree_util.tree_map(lambda x: x[..., :2], sol.solver_state),
+        )

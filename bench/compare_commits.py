@@ -1,0 +1,140 @@
+"""No-regression check between two commits: compile seconds and run seconds of the same jitted
+`simulate` (IMIDM, torque-free body, 10⁴ members, 1000 steps at Δt = 0.01, final state only),
+each commit in its own fresh process, interleaved (old, new, old, new, ...) so that a change of
+machine load favours neither.
+
+A fresh process is what a user pays for the first call: `lower` + `compile` of the first jit,
+then the best and the median of 7 timed calls after one warm-up. The older commit is checked out
+into a temporary `git worktree` (removed afterwards) and imported from there by `PYTHONPATH`;
+only public API that both commits have is used. Writes `results/compare_commits_<device>.json`.
+
+    python bench/compare_commits.py --old 259c734 [--rounds 3] [--members 10000]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import ROOT, device_tag, log, parser, write_results
+
+CHILD = r"""
+import json, sys, time
+import jax, jax.numpy as jnp
+jax.config.update("jax_enable_x64", True)
+import jaxrigid
+from jaxrigid.models import RigidBody, RigidBodyState
+n, steps = int(sys.argv[1]), int(sys.argv[2])
+model = RigidBody(inertia=jnp.diag(jnp.array([0.9144, 1.098, 1.66])))
+Pi = jax.random.normal(jax.random.PRNGKey(0), (n, 3))
+R = jnp.broadcast_to(jnp.eye(3), (n, 3, 3))
+integ = jaxrigid.integrators.get_method("IMIDM")
+run = lambda R, Pi: jaxrigid.simulate(
+    integ, model, RigidBodyState(R, Pi), 0.01, steps, save_every=steps).final_state
+t = time.perf_counter(); lowered = jax.jit(run).lower(R, Pi)
+t1 = time.perf_counter(); compiled = lowered.compile(); t2 = time.perf_counter()
+jax.block_until_ready(compiled(R, Pi))
+runs = []
+for _ in range(7):
+    s = time.perf_counter()
+    jax.block_until_ready(compiled(R, Pi))
+    runs.append(time.perf_counter() - s)
+print(json.dumps({"lower_s": t1 - t, "compile_s": t2 - t1, "run_s": sorted(runs)}))
+"""
+
+
+def child(tree: str, members: int, steps: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=tree)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(members), str(steps)],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summary(rows: list[dict]) -> dict:
+    first_call = [r["lower_s"] + r["compile_s"] for r in rows]
+    return {
+        "lower_plus_compile_s_median": statistics.median(first_call),
+        "compile_s_median": statistics.median(r["compile_s"] for r in rows),
+        "lower_s_median": statistics.median(r["lower_s"] for r in rows),
+        "run_s_best": min(r["run_s"][0] for r in rows),
+        "run_s_median_of_medians": statistics.median(r["run_s"][3] for r in rows),
+        "rounds": rows,
+    }
+
+
+def main():
+    p = parser(__doc__)
+    p.add_argument("--old", required=True, help="the older commit (e.g. 259c734)")
+    p.add_argument("--new", default=None, help="the newer commit (default: the working tree)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--members", type=int, default=10_000)
+    p.add_argument("--steps", type=int, default=1000)
+    A = p.parse_args()
+    if A.quick:
+        A.rounds, A.members, A.steps = 1, 100, 20
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {}
+        for label, commit in (("old", A.old), ("new", A.new)):
+            if commit is None:
+                trees[label] = str(ROOT)
+                continue
+            trees[label] = os.path.join(tmp, label)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "add", "--detach", trees[label], commit],
+                check=True,
+                capture_output=True,
+            )
+        try:
+            rows = {"old": [], "new": []}
+            for k in range(A.rounds):
+                for label in ("old", "new"):
+                    rows[label].append(child(trees[label], A.members, A.steps))
+                    r = rows[label][-1]
+                    log(
+                        f"round {k} {label}: lower {r['lower_s']:.2f} s, compile "
+                        f"{r['compile_s']:.2f} s, run best {r['run_s'][0]:.3f} s"
+                    )
+        finally:
+            for label in ("old", "new"):
+                if trees[label] != str(ROOT):
+                    subprocess.run(
+                        ["git", "-C", str(ROOT), "worktree", "remove", "--force", trees[label]],
+                        capture_output=True,
+                    )
+    old, new = summary(rows["old"]), summary(rows["new"])
+    ratios = {
+        "first_call_lower_plus_compile": new["lower_plus_compile_s_median"]
+        / old["lower_plus_compile_s_median"],
+        "compile": new["compile_s_median"] / old["compile_s_median"],
+        "run_best": new["run_s_best"] / old["run_s_best"],
+        "run_median": new["run_s_median_of_medians"] / old["run_s_median_of_medians"],
+    }
+    for k, v in ratios.items():
+        print(f"new / old {k:32s} {v:.3f}")
+    record = {
+        "commits": {"old": A.old, "new": A.new or "working tree"},
+        "problem": {"method": "IMIDM", "members": A.members, "steps": A.steps, "dt": 0.01},
+        "old": old,
+        "new": new,
+        "ratios_new_over_old": ratios,
+    }
+    path = write_results(
+        A.out, f"compare_commits_{device_tag(quick=A.quick)}.json", record, t_start
+    )
+    log(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
