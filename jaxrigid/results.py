@@ -55,8 +55,9 @@ _ADVICE = {
         "Newton converged to a spurious root, not the one continuous in dt: take a smaller dt"
     ),
     RESULTS.step_bound_broken: (
-        "a step turned the body by more than the method's max_angle promise: raise "
-        "max_angle (at most pi), or take a smaller dt"
+        "a step turned the body by more than the method allows (its max_angle setting "
+        "where it has one, else pi per stage, far past any accurate step): take a smaller "
+        "dt, or raise max_angle (at most pi) where the method has it"
     ),
 }
 
