@@ -3,6 +3,20 @@
 an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and named
 problems."""
 
+from .costs import AbstractCost as AbstractCost
+from .costs import CirclePath as CirclePath
+from .costs import ContactLimits as ContactLimits
+from .costs import DiscObstacles as DiscObstacles
+from .costs import Effort as Effort
+from .costs import FinalAttitude as FinalAttitude
+from .costs import FinalPosition as FinalPosition
+from .costs import FinalRest as FinalRest
+from .costs import GeronoPath as GeronoPath
+from .costs import RailBarrier as RailBarrier
+from .costs import Tracking as Tracking
+from .costs import Trajectory as Trajectory
+from .costs import WeightedSum as WeightedSum
+from .costs import rollout as rollout
 from .parametrisations import AbstractParametrisedControl as AbstractParametrisedControl
 from .parametrisations import BSplineControl as BSplineControl
 from .parametrisations import FourierControl as FourierControl

@@ -190,9 +190,11 @@ def _bspline_basis(t, knots: np.ndarray, degree: int, n_intervals: int, h: float
     for d in range(1, degree + 1):
         m = len(U) - 1 - d  # number of degree-d functions
         i = np.arange(m)
-        left = _safe_reciprocal(U[i + d] - U[i])
-        right = _safe_reciprocal(U[i + d + 1] - U[i + 1])
-        N = (t - U[i]) * left * N[:m] + (U[i + d + 1] - t) * right * N[1 : m + 1]
+        # numpy constants cast to t's dtype: a float32 control stays float32 under x64
+        c = lambda a: jnp.asarray(a, t.dtype)  # noqa: E731
+        left = c(_safe_reciprocal(U[i + d] - U[i]))
+        right = c(_safe_reciprocal(U[i + d + 1] - U[i + 1]))
+        N = (t - c(U[i])) * left * N[:m] + (c(U[i + d + 1]) - t) * right * N[1 : m + 1]
     return N
 
 
