@@ -17,6 +17,11 @@ from .costs import Tracking as Tracking
 from .costs import Trajectory as Trajectory
 from .costs import WeightedSum as WeightedSum
 from .costs import rollout as rollout
+from .optimise import AugmentedLagrangian as AugmentedLagrangian
+from .optimise import MultiStartResult as MultiStartResult
+from .optimise import OptimiseResult as OptimiseResult
+from .optimise import multi_start as multi_start
+from .optimise import optimise as optimise
 from .parametrisations import AbstractParametrisedControl as AbstractParametrisedControl
 from .parametrisations import BSplineControl as BSplineControl
 from .parametrisations import FourierControl as FourierControl

@@ -1,0 +1,216 @@
+"""Gradient-based optimisation of control coefficients: an augmented Lagrangian around
+`optax` (L-BFGS by default), `jax.grad` through the simulation (issue 14; the model note,
+"Optimal control").
+
+The problem is `min f(p)` subject to `c(p) = 0` (`p` the coefficients, `c` e.g. the terminal
+miss `x(T)[:2] − x*`). Instead of a fixed trade-off `f + w|c|²`, which leaves a miss of order
+`1/w`, the augmented Lagrangian (Hestenes; Powell; Nocedal & Wright, *Numerical
+Optimization*, 2nd ed., §17.3, Algorithm 17.4)
+
+    L_A(p; λ, ρ) = f(p) + λ·c(p) + (ρ/2)|c(p)|²                                         (AL)
+
+is minimised in `p` for fixed `(λ, ρ)` by `n_inner` iterations of an `optax` method, then
+
+    λ ← λ + ρ c(p),     ρ ← min(growth·ρ, ρ_max) unless |c| fell below `decrease`·|c_prev|
+
+(the first-order multiplier update, Nocedal & Wright (17.39)); at a solution `λ` is the
+Lagrange multiplier and `c = 0` holds with a moderate `ρ`.
+
+Everything is one pure `jax` program: `lax.scan` over outer and inner iterations (fixed
+counts; an inner iteration whose gradient norm is below `gtol` leaves the iterate unchanged),
+so `optimise` is `jit`-compiled once and `multi_start` is its `vmap` over `K` initial
+coefficient sets. `callback(outer, inner, value, grad_norm)` (optional) is called from the
+compiled program through `jax.debug.callback` after each inner iteration (for progress bars).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+__all__ = [
+    "AugmentedLagrangian",
+    "MultiStartResult",
+    "OptimiseResult",
+    "multi_start",
+    "optimise",
+]
+
+
+class AugmentedLagrangian(eqx.Module):
+    """Settings of (AL). `n_outer` multiplier updates, `n_inner` iterations of `inner`
+    (default `optax.lbfgs()`, zoom line search) per update; `rho0` the first penalty,
+    multiplied by `growth` (up to `rho_max`) when `|c|` did not fall below `decrease` times
+    its previous value; `gtol`: an inner iteration with `|∇L_A| ≤ gtol` is skipped."""
+
+    n_outer: int = eqx.field(static=True, default=8)
+    n_inner: int = eqx.field(static=True, default=25)
+    rho0: float = eqx.field(static=True, default=10.0)
+    growth: float = eqx.field(static=True, default=10.0)
+    rho_max: float = eqx.field(static=True, default=1e8)
+    decrease: float = eqx.field(static=True, default=0.25)
+    gtol: float = eqx.field(static=True, default=1e-10)
+    inner: Any = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.n_outer < 1 or self.n_inner < 1:
+            raise ValueError("AugmentedLagrangian: n_outer and n_inner must be ≥ 1")
+        if not (self.rho0 > 0 and self.growth >= 1 and self.rho_max >= self.rho0):
+            raise ValueError("AugmentedLagrangian: needs rho0 > 0, growth ≥ 1, rho_max ≥ rho0")
+
+    def optimiser(self):
+        return optax.lbfgs() if self.inner is None else self.inner
+
+
+class OptimiseResult(NamedTuple):
+    """`coefficients` the optimum; `cost` `f` there; `residual` `c` there and
+    `residual_norm` `|c|`; `multipliers` `λ`, `penalty` `ρ` (final); `history`: per inner
+    iteration `(n_outer, n_inner)` arrays `lagrangian` (`L_A`), `grad_norm` (`|∇ₚL_A|`),
+    and per outer iteration `cost`, `residual_norm` (`(n_outer,)`, after it); `cost_initial`
+    `f(p₀)`, `residual_norm_initial`."""
+
+    coefficients: jax.Array
+    cost: jax.Array
+    residual: jax.Array
+    residual_norm: jax.Array
+    multipliers: jax.Array
+    penalty: jax.Array
+    history: dict
+    cost_initial: jax.Array
+    residual_norm_initial: jax.Array
+
+
+def _where_tree(pred, a, b):
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(pred, x, y), a, b)
+
+
+def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
+    opt = settings.optimiser()
+    dtype = p0.dtype
+    f0, c0 = objective(p0)
+    lam0 = jnp.zeros_like(c0)
+    rho0 = jnp.asarray(settings.rho0, dtype)
+
+    def outer(carry, k):
+        p, lam, rho, cnorm_prev = carry
+
+        def lagrangian(p):
+            f, c = objective(p)
+            return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
+
+        value_and_grad = optax.value_and_grad_from_state(lagrangian)
+
+        def inner(carry, j):
+            p, state = carry
+            value, grad = value_and_grad(p, state=state)
+            gnorm = jnp.sqrt(jnp.sum(grad * grad))
+            updates, new_state = opt.update(
+                grad, state, p, value=value, grad=grad, value_fn=lagrangian
+            )
+            new_p = optax.apply_updates(p, updates)
+            done = (gnorm <= settings.gtol) | ~jnp.isfinite(value)
+            p, state = _where_tree(done, (p, state), (new_p, new_state))
+            if callback is not None:
+                jax.debug.callback(callback, k, j, value, gnorm)
+            return (p, state), (value, gnorm)
+
+        (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
+        f, c = objective(p)
+        cnorm = jnp.sqrt(jnp.dot(c, c))
+        lam = lam + rho * c
+        grow = cnorm > settings.decrease * cnorm_prev
+        rho = jnp.where(grow, jnp.minimum(rho * settings.growth, settings.rho_max), rho)
+        return (p, lam, rho, cnorm), (values, gnorms, f, cnorm)
+
+    cnorm0 = jnp.sqrt(jnp.dot(c0, c0))
+    (p, lam, rho, _), (values, gnorms, fs, cnorms) = lax.scan(
+        outer, (p0, lam0, rho0, cnorm0), jnp.arange(settings.n_outer)
+    )
+    f, c = objective(p)
+    history = {"lagrangian": values, "grad_norm": gnorms, "cost": fs, "residual_norm": cnorms}
+    return OptimiseResult(p, f, c, jnp.sqrt(jnp.dot(c, c)), lam, rho, history, f0, cnorm0)
+
+
+def _check_p0(objective, p0):
+    p0 = jnp.asarray(p0)
+    if not jnp.issubdtype(p0.dtype, jnp.floating):
+        raise TypeError(f"initial coefficients must be floating point, got {p0.dtype}")
+    shape = getattr(objective, "coefficient_shape", None)
+    if shape is not None and p0.shape[p0.ndim - len(shape) :] != tuple(shape):
+        raise ValueError(f"initial coefficients must have shape (..., *{shape}), got {p0.shape}")
+    return p0
+
+
+def optimise(
+    objective: Callable,
+    p0,
+    settings: AugmentedLagrangian | None = None,
+    callback: Callable | None = None,
+) -> OptimiseResult:
+    """Minimise `f(p)` subject to `c(p) = 0` by (AL) from `p0`.
+
+    `objective(p) -> (f (), c (k,))` a pure function (an `equinox.Module`, e.g. a
+    `ControlProblem`, so that its arrays are traced, not baked in); `p0` an array (any
+    shape, e.g. `(M, n)` coefficients). `jit`-compiled (`equinox.filter_jit`); returns an
+    `OptimiseResult`. NaN or inf in `p0` raises `ValueError` (concrete `p0`)."""
+    settings = AugmentedLagrangian() if settings is None else settings
+    p0 = _check_p0(objective, p0)
+    if not isinstance(p0, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(p0))):
+        raise ValueError("initial coefficients contain NaN or inf")
+    return _jitted(objective, p0, settings, callback)
+
+
+@eqx.filter_jit
+def _jitted(objective, p0, settings, callback):
+    return _optimise(objective, p0, settings, callback)
+
+
+class MultiStartResult(NamedTuple):
+    """`best` (an `OptimiseResult` of one start: among starts whose `|c| ≤ tolerance` the
+    least `cost`, else the least `|c|`); `best_index`; `all` (every start's result, leading
+    axis `K`); `spread`: `{"cost_min", "cost_median", "cost_max", "n_feasible"}`."""
+
+    best: OptimiseResult
+    best_index: jax.Array
+    all: OptimiseResult
+    spread: dict
+
+
+def multi_start(
+    objective: Callable,
+    p0s,
+    settings: AugmentedLagrangian | None = None,
+    tolerance: float = 1e-3,
+    callback: Callable | None = None,
+) -> MultiStartResult:
+    """`K` runs of `optimise` at once: `jax.vmap` over the leading axis of `p0s (K, ...)`
+    (one compiled program; on a GPU the starts run in parallel)."""
+    settings = AugmentedLagrangian() if settings is None else settings
+    p0s = _check_p0(objective, p0s)
+    if p0s.ndim < 1 or p0s.shape[0] < 1:
+        raise ValueError(f"p0s needs a leading axis of starts, got shape {p0s.shape}")
+    if not bool(jnp.all(jnp.isfinite(p0s))):
+        raise ValueError("initial coefficients contain NaN or inf")
+    results = _multi(objective, p0s, settings, callback)
+    feasible = results.residual_norm <= tolerance
+    score = jnp.where(feasible, results.cost, jnp.inf)
+    best = jnp.where(jnp.any(feasible), jnp.argmin(score), jnp.argmin(results.residual_norm))
+    pick = jax.tree_util.tree_map(lambda x: x[best], results)
+    spread = {
+        "cost_min": jnp.min(results.cost),
+        "cost_median": jnp.median(results.cost),
+        "cost_max": jnp.max(results.cost),
+        "n_feasible": jnp.sum(feasible),
+    }
+    return MultiStartResult(pick, best, results, spread)
+
+
+@eqx.filter_jit
+def _multi(objective, p0s, settings, callback):
+    return jax.vmap(lambda p: _optimise(objective, p, settings, callback))(p0s)

@@ -1,0 +1,103 @@
+"""The augmented-Lagrangian optimiser (`jaxrigid.control.optimise`) on problems with known
+solutions (no simulation: fast).
+
+- An equality-constrained quadratic: the optimum and the multipliers from its KKT system
+  (solved with numpy) are reached.
+- `multi_start` member k = `optimise` from the same guess; best and spread.
+- The progress callback sees every inner iteration; bad input raises.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrigid.control.optimise import AugmentedLagrangian, multi_start, optimise
+
+
+class Quadratic(eqx.Module):
+    """`f = ½(p − a)ᵀH(p − a) + Σ p⁴/4` (a mildly non-quadratic convex cost), `c = Bp − b`."""
+
+    H: jax.Array
+    a: jax.Array
+    B: jax.Array
+    b: jax.Array
+    coefficient_shape = (4,)
+
+    def __call__(self, p):
+        d = p - self.a
+        return 0.5 * d @ (self.H @ d) + 0.25 * jnp.sum(p**4), self.B @ p - self.b
+
+
+def _toy():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(4, 4))
+    return Quadratic(
+        jnp.asarray(A @ A.T + 4 * np.eye(4)),
+        jnp.asarray(rng.normal(size=4)),
+        jnp.asarray(rng.normal(size=(2, 4))),
+        jnp.asarray(rng.normal(size=2)),
+    )
+
+
+def _kkt(toy):
+    """Newton on the KKT system `∇f + Bᵀλ = 0`, `Bp = b` (numpy), to round-off."""
+    H, a, B, b = (np.asarray(x) for x in (toy.H, toy.a, toy.B, toy.b))
+    p, lam = np.zeros(4), np.zeros(2)
+    for _ in range(50):
+        g = H @ (p - a) + p**3 + B.T @ lam
+        K = np.block([[H + np.diag(3 * p**2), B.T], [B, np.zeros((2, 2))]])
+        step = np.linalg.solve(K, -np.concatenate([g, B @ p - b]))
+        p, lam = p + step[:4], lam + step[4:]
+    return p, lam
+
+
+SETTINGS = AugmentedLagrangian(n_outer=10, n_inner=15)
+
+
+def test_reaches_the_kkt_point():
+    """The optimum and the multipliers of the KKT system, from the origin. The AL converges
+    linearly in the outer iterations (measured |c|: 0.53, 2e-2, 9e-4, …, 2.6e-13 after 10,
+    a factor ≈ 0.04 each at ρ = 100), so after 10: |c| < 1e-11, p and λ to 1e-10."""
+    toy = _toy()
+    p_star, lam_star = _kkt(toy)
+    res = optimise(toy, jnp.zeros(4), SETTINGS)
+    assert res.residual_norm < 1e-11
+    np.testing.assert_allclose(res.coefficients, p_star, atol=1e-10)
+    np.testing.assert_allclose(res.multipliers, lam_star, atol=1e-10)
+    assert res.history["lagrangian"].shape == (10, 15)
+    assert res.cost_initial == toy(jnp.zeros(4))[0]
+
+
+def test_multi_start_members_equal_single_runs():
+    """`multi_start` (vmap) member k = `optimise` from guess k to 1e-12 (the same
+    iterations; a batched program may only round differently); the best is the feasible
+    start of least cost, the spread its min/median/max."""
+    toy = _toy()
+    p0s = jnp.asarray(np.random.default_rng(1).normal(size=(3, 4)))
+    ms = multi_start(toy, p0s, SETTINGS, tolerance=1e-6)
+    for k in range(3):
+        one = optimise(toy, p0s[k], SETTINGS)
+        np.testing.assert_allclose(ms.all.coefficients[k], one.coefficients, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ms.all.cost[k], one.cost, rtol=1e-12)
+    assert int(ms.spread["n_feasible"]) == 3
+    assert ms.best.cost == jnp.min(ms.all.cost)
+    assert ms.spread["cost_min"] <= ms.spread["cost_median"] <= ms.spread["cost_max"]
+
+
+def test_callback_and_errors():
+    """The callback gets `(outer, inner, value, grad_norm)` once per inner iteration, in
+    order; NaN or wrong-shaped initial coefficients raise `ValueError`."""
+    toy = _toy()
+    seen = []
+    settings = AugmentedLagrangian(n_outer=2, n_inner=3)
+    optimise(toy, jnp.zeros(4), settings, callback=lambda *a: seen.append(tuple(map(float, a))))
+    assert [(int(o), int(i)) for o, i, _, _ in seen] == [(o, i) for o in range(2) for i in range(3)]
+    assert all(np.isfinite(v) and g >= 0 for _, _, v, g in seen)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        optimise(toy, jnp.full(4, jnp.nan), settings)
+    with pytest.raises(ValueError, match="shape"):
+        optimise(toy, jnp.zeros(3), settings)
+    with pytest.raises(ValueError, match="n_outer and n_inner"):
+        AugmentedLagrangian(n_outer=0)
