@@ -25,3 +25,6 @@ from .optimise import optimise as optimise
 from .parametrisations import AbstractParametrisedControl as AbstractParametrisedControl
 from .parametrisations import BSplineControl as BSplineControl
 from .parametrisations import FourierControl as FourierControl
+from .problems import PROBLEMS as PROBLEMS
+from .problems import ControlProblem as ControlProblem
+from .problems import get_problem as get_problem
