@@ -152,12 +152,13 @@ def two_circles_start(
     t_end: float,
     basis: str = "bspline",
     n_basis: int = 8,
-    dtype=jnp.float64,
+    dtype=None,
 ):
     """`(model, state0)`: the `rolling-ball-two-circles` ball (`two_circles_ball()`'s shell,
     masses, rails, inertia) driven by a parametrised control on `[0, t_end]` with masses at
     rest at `θᵢ(0) = −π/2`; ball at rest, contact point at the origin. `basis`: `"bspline"`
-    (quintic, `n_basis` knot intervals) or `"fourier"` (`n_basis` harmonics)."""
+    (quintic, `n_basis` knot intervals) or `"fourier"` (`n_basis` harmonics). `dtype`:
+    cast every floating array (default: keep the ball's, jax's default float)."""
     model, state0 = two_circles_ball()
     theta0 = jnp.full((2,), -math.pi / 2)
     if basis == "bspline":
@@ -167,6 +168,8 @@ def two_circles_start(
     else:
         raise ValueError(f"basis must be 'bspline' or 'fourier', got {basis!r}")
     model = eqx.tree_at(lambda m: m.control, model, control)
+    if dtype is None:  # the ball's own (jax's default float: float64 under x64)
+        return model, state0
     return _cast(model, dtype), _cast(state0, dtype)
 
 
@@ -175,7 +178,7 @@ def reach_point(
     basis: str = "bspline",
     n_basis: int = 8,
     integrator=None,
-    dtype=jnp.float64,
+    dtype=None,
     target=(1.0, 0.5),
 ) -> ControlProblem:
     """`reach-point`: `T = 5`, reach `x(T)[:2] = (1.0, 0.5)` (constraint, solved when the
@@ -183,6 +186,7 @@ def reach_point(
     t_end = 5.0
     n_steps = _steps(t_end, dt)
     model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
+    dtype = model.inertia.dtype
     return ControlProblem(
         model=model,
         state0=state0,
@@ -210,7 +214,7 @@ def follow_circle(
     basis: str = "bspline",
     n_basis: int = 20,
     integrator=None,
-    dtype=jnp.float64,
+    dtype=None,
     effort_weight: float = 1e-4,
 ) -> ControlProblem:
     """`follow-circle`: track the circle of radius 1 centred at (0, 1), through the origin,
@@ -221,6 +225,7 @@ def follow_circle(
     t_end = 10.0
     n_steps = _steps(t_end, dt)
     model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
+    dtype = model.inertia.dtype
     f = lambda v: jnp.asarray(v, dtype)  # noqa: E731
     path = CirclePath(f([0.0, 1.0]), f(1.0), f(t_end))
     return ControlProblem(
@@ -247,7 +252,7 @@ def avoid_obstacles(
     basis: str = "bspline",
     n_basis: int = 12,
     integrator=None,
-    dtype=jnp.float64,
+    dtype=None,
     margin: float = 0.02,
 ) -> ControlProblem:
     """`avoid-obstacles`: `T = 8`, reach `x(T)[:2] = (2, 0)` (within 1e-3) with least effort,
@@ -258,6 +263,7 @@ def avoid_obstacles(
     t_end = 8.0
     n_steps = _steps(t_end, dt)
     model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
+    dtype = model.inertia.dtype
     f = lambda v: jnp.asarray(v, dtype)  # noqa: E731
     discs = DiscObstacles(f(OBSTACLE_CENTRES), f([OBSTACLE_RADIUS] * 2), f(margin))
     return ControlProblem(
