@@ -64,6 +64,38 @@ def vertical(q):
     )
 
 
+class _Vec3(NamedTuple):
+    """A body vector as its three components (arrays of any common shape): the arithmetic of
+    `RollingBall.omega_dot`, so that `(B.8)` reads as written and compiles to scalar
+    arithmetic. `+`, scalar `*`, `cross`, `dot`; `of` and `stack` convert from and to `(3,)`."""
+
+    x: jax.Array
+    y: jax.Array
+    z: jax.Array
+    __array_ufunc__ = None  # a numpy scalar times a `_Vec3` is `__rmul__`, not an array
+
+    @classmethod
+    def of(cls, v):
+        return cls(v[..., 0], v[..., 1], v[..., 2])
+
+    def stack(self):
+        return jnp.stack(self, axis=-1)
+
+    def __add__(self, other):
+        return _Vec3(self.x + other.x, self.y + other.y, self.z + other.z)
+
+    def __rmul__(self, k):
+        return _Vec3(k * self.x, k * self.y, k * self.z)
+
+    def cross(self, b):
+        return _Vec3(
+            self.y * b.z - self.z * b.y, self.z * b.x - self.x * b.z, self.x * b.y - self.y * b.x
+        )
+
+    def dot(self, b):
+        return self.x * b.x + self.y * b.y + self.z * b.z
+
+
 def _rows(v, k):
     """`v (3,)` repeated as `k` rows (explicit: rank promotion may be disabled)."""
     return jnp.broadcast_to(v, (k,) + v.shape)
@@ -140,18 +172,27 @@ class RollingBall(AbstractModel):
         """`(m₀, m₁, …, mₙ)`, `(n+1,)`."""
         return jnp.concatenate([jnp.reshape(self.mass, (1,)), self.masses])
 
-    def mass_kinematics(self, t):
-        """Body positions `χᵢ`, velocities `χ̇ᵢ`, accelerations `χ̈ᵢ`, each `(n+1, 3)`, row 0 the
-        shell's centre of mass (`χ̇₀ = χ̈₀ = 0`): `χ̇ = ζ′θ̇`, `χ̈ = ζ″θ̇² + ζ′θ̈` by autodiff."""
-        chi, chid, chidd = [self.chi0], [jnp.zeros_like(self.chi0)], [jnp.zeros_like(self.chi0)]
+    def _mass_list(self):
+        """`[m₀, m₁, …, mₙ]`, scalars."""
+        return [self.mass] + [self.masses[i] for i in range(self.n_masses)]
+
+    def mass_jets(self, t):
+        """`[(χᵢ, χ̇ᵢ, χ̈ᵢ)]` for `i = 0..n`, each a body vector `(3,)`: `i = 0` the shell's
+        centre of mass (`χ̇₀ = χ̈₀ = 0`), then the point masses, `χᵢ = ζᵢ(θᵢ)`,
+        `χ̇ᵢ = ζᵢ′θ̇ᵢ`, `χ̈ᵢ = ζᵢ″θ̇ᵢ² + ζᵢ′θ̈ᵢ` (`ζ′, ζ″, θ̇, θ̈` by autodiff)."""
+        zero = jnp.zeros_like(self.chi0)
+        jets = [(self.chi0, zero, zero)]
         if self.rails:
             theta, dtheta, ddtheta = self.control.derivatives(t)
             for i, rail in enumerate(self.rails):
                 z, dz, ddz = rail.derivatives(theta[i])
-                chi.append(z)
-                chid.append(dz * dtheta[i])
-                chidd.append(ddz * dtheta[i] ** 2 + dz * ddtheta[i])
-        return jnp.stack(chi), jnp.stack(chid), jnp.stack(chidd)
+                jets.append((z, dz * dtheta[i], ddz * dtheta[i] ** 2 + dz * ddtheta[i]))
+        return jets
+
+    def mass_kinematics(self, t):
+        """Body positions `χᵢ`, velocities `χ̇ᵢ`, accelerations `χ̈ᵢ`, each `(n+1, 3)`, row 0 the
+        shell's centre of mass: `mass_jets` stacked."""
+        return tuple(jnp.stack(column) for column in zip(*self.mass_jets(t)))
 
     def attitude(self, state):
         """`Λ (3, 3)` from `q`, (D.15)."""
@@ -164,32 +205,48 @@ class RollingBall(AbstractModel):
     # --- dynamics ---------------------------------------------------------------------
 
     def omega_dot(self, t, state):
-        """`Ω̇` from (B.8), solved through `𝕀 − Σᵢ mᵢŝᵢ² = 𝕀 + Σᵢ mᵢ(|sᵢ|²𝟙 − sᵢsᵢᵀ)` ((B.9),
-        (B.10)), which is SPD (`𝕀` SPD, `mᵢ ≥ 0`)."""
-        m = self.weights()
-        k = m.shape[0]
-        chi, chid, chidd = self.mass_kinematics(t)
-        Om = state.Omega
-        Gamma = vertical(state.q)
-        Gamma_tilde = self.attitude(state).T @ self.external_force
-        s = self.radius * _rows(Gamma, k) + chi
-        A = (
-            self.inertia
-            + jnp.sum(m * jnp.sum(s * s, axis=-1)) * jnp.eye(3, dtype=s.dtype)
-            - jnp.einsum("i,ij,ik->jk", m, s, s)
+        """`Ω̇ (3,)` from (B.8), with `s × (Ω̇ × s) = −ŝ²Ω̇` moved to the left ((B.9), (B.10)):
+
+            A Ω̇ = −[Ω × 𝕀Ω + rΓ̃ × Γ + Σᵢ₌₀ⁿ mᵢ sᵢ × wᵢ],   wᵢ = gΓ + Ω × (Ω × χᵢ + 2χ̇ᵢ) + χ̈ᵢ,
+            A = 𝕀 − Σᵢ₌₀ⁿ mᵢŝᵢ² = 𝕀 + Σᵢ₌₀ⁿ mᵢ(|sᵢ|²𝟙 − sᵢsᵢᵀ),   sᵢ = rΓ + χᵢ,
+
+        `A` SPD (`𝕀` SPD, `mᵢ ≥ 0`), solved by cofactors (`_linalg.solve`).
+
+        Written on the vectors' components (`_Vec3`) and `A`'s entries, mass by mass, not
+        on `(n+1, 3)` arrays with `einsum`, `jnp.cross` and reductions: under an ensemble
+        `vmap`, XLA:CPU makes each of those small ops a pass over the ensemble in a
+        component-minor layout, while scalar arithmetic on each component fuses into
+        elementwise loops over the members (bench/README.md, rolling-ball throughput)."""
+        Om = _Vec3.of(state.Omega)
+        Gamma = _Vec3.of(vertical(state.q))
+        Gamma_tilde = _Vec3.of(_linalg.matvec(self.attitude(state).T, self.external_force))
+        r, g = self.radius, self.gravity
+        torque = Om.cross(_Vec3.of(_linalg.matvec(self.inertia, state.Omega)))
+        torque = torque + r * Gamma_tilde.cross(Gamma)
+        trace, second = 0.0, [[0.0] * 3 for _ in range(3)]  # Σ mᵢ|sᵢ|², Σ mᵢ sᵢsᵢᵀ
+        for m, jets in zip(self._mass_list(), self.mass_jets(t)):
+            chi, chid, chidd = map(_Vec3.of, jets)
+            s = r * Gamma + chi
+            w = g * Gamma + Om.cross(Om.cross(chi) + 2.0 * chid) + chidd
+            torque = torque + m * s.cross(w)
+            trace = trace + m * s.dot(s)
+            for i in range(3):
+                for j in range(3):
+                    second[i][j] = second[i][j] + m * s[i] * s[j]
+        A = jnp.stack(
+            [
+                jnp.stack(
+                    [
+                        self.inertia[i, j] + (trace if i == j else 0.0) - second[i][j]
+                        for j in range(3)
+                    ],
+                    axis=-1,
+                )
+                for i in range(3)
+            ],
+            axis=-2,
         )
-        Oms = _rows(Om, k)
-        w = (
-            self.gravity * _rows(Gamma, k)
-            + _linalg.cross(Oms, _linalg.cross(Oms, chi) + 2.0 * chid)
-            + chidd
-        )
-        torque = (
-            _linalg.cross(Om, self.inertia @ Om)
-            + self.radius * _linalg.cross(Gamma_tilde, Gamma)
-            + jnp.sum(m[:, None] * _linalg.cross(s, w), axis=0)
-        )
-        return _linalg.solve(A, -torque)
+        return _linalg.solve(A, -torque.stack())
 
     def vector_field(self, t, state: RollingBallState) -> RollingBallState:
         """`(q̇, Ω̇, ẋ) = (½ q Ω♯, (B.8), r Λ(Ω × Γ))` (Appendix D; rolling constraint).
@@ -199,7 +256,7 @@ class RollingBall(AbstractModel):
         any integrator that adds increments of `ẋ`, even while `|q|` drifts."""
         Om = state.Omega
         qdot = 0.5 * quaternion.multiply(state.q, jnp.concatenate([jnp.zeros_like(Om[:1]), Om]))
-        omega = self.attitude(state) @ Om
+        omega = _linalg.matvec(self.attitude(state), Om)
         xdot = self.radius * jnp.stack([omega[1], -omega[0], jnp.zeros_like(omega[0])])
         return RollingBallState(qdot, self.omega_dot(t, state), xdot)
 
