@@ -101,3 +101,33 @@ def test_callback_and_errors():
         optimise(toy, jnp.zeros(3), settings)
     with pytest.raises(ValueError, match="n_outer and n_inner"):
         AugmentedLagrangian(n_outer=0)
+
+
+class Projection(eqx.Module):
+    """`f = |p − a|²` subject to `Bp − 1 ≤ 0` (two half-spaces, one active at the optimum)
+    and `p₀ + p₁ + p₂ = 0` (an equality): the objective returns `(f, c, g)`."""
+
+    a: jax.Array
+    B: jax.Array
+    coefficient_shape = (3,)
+
+    def __call__(self, p):
+        d = p - self.a
+        return d @ d, jnp.reshape(jnp.sum(p), (1,)), self.B @ p - 1.0
+
+
+def test_inequalities_reach_the_kkt_point():
+    """Inequality constraints in the PHR form (`max(0, μ + ρg)²`, one multiplier each): the
+    projection of `a = (2, 1, −3)` onto `{Σp = 0, Bp ≤ 1}` with `B = ((1, 0, 0), (0, 0, 1))`
+    (the first half-space active, the second not) is `p* = (1, 1.5, −2.5)` with equality
+    multiplier `λ* = −1` and inequality multipliers `μ* = (3, 0)` (stationarity
+    `2(p − a) + λ·1 + Bᵀμ = 0`). The PHR step converges like the equality case: after 10
+    outer iterations the errors are below 1e-8."""
+    toy = Projection(jnp.asarray([2.0, 1.0, -3.0]), jnp.asarray([[1.0, 0, 0], [0, 0, 1.0]]))
+    res = optimise(toy, toy.a, SETTINGS)  # from a: c = 0, g = (1, −4), infeasibility 1
+    np.testing.assert_allclose(res.coefficients, [1.0, 1.5, -2.5], atol=1e-9)
+    np.testing.assert_allclose(res.multipliers, [-1.0], atol=1e-8)
+    np.testing.assert_allclose(res.inequality_multipliers, [3.0, 0.0], atol=1e-8)
+    np.testing.assert_allclose(res.inequality, [0.0, -3.5], atol=1e-9)
+    assert res.residual_norm < 1e-9
+    assert float(res.residual_norm_initial) == 1.0

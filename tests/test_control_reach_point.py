@@ -97,7 +97,7 @@ def test_float32_gradient_matches_float64():
         lam = jnp.asarray([0.5, -0.5], dtype)
 
         def L(p):
-            f, c = problem(p)
+            f, c, _ = problem(p)
             return f + lam @ c + 5.0 * c @ c
 
         return jax.jit(jax.grad(L))(p)
@@ -114,7 +114,9 @@ def test_problem_registry_and_errors():
     """`get_problem` knows reach-point (case-insensitive) and lists the names for an unknown
     one; a step that does not divide T is refused."""
     assert get_problem("Reach-Point").name == "reach-point"
-    with pytest.raises(ValueError, match="known: reach-point, follow-circle, avoid-obstacles"):
+    with pytest.raises(
+        ValueError, match="known: reach-point, follow-circle, figure-eight, avoid-obstacles"
+    ):
         get_problem("reach-moon")
     with pytest.raises(ValueError, match="dt must divide T"):
         reach_point(dt=0.3)

@@ -27,4 +27,6 @@ from .parametrisations import BSplineControl as BSplineControl
 from .parametrisations import FourierControl as FourierControl
 from .problems import PROBLEMS as PROBLEMS
 from .problems import ControlProblem as ControlProblem
+from .problems import default_settings as default_settings
 from .problems import get_problem as get_problem
+from .problems import initial_guesses as initial_guesses

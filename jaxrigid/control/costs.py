@@ -5,7 +5,9 @@ A cost term is an `equinox.Module` `term(trajectory, control) -> ()`; terms add 
 (`2.0 * Effort() + Tracking(path)` is a `WeightedSum`). A term that can also serve as an
 equality constraint `c = 0` of the augmented-Lagrangian optimiser has `residual(trajectory,
 control) -> (k,)` (`FinalPosition`, `FinalAttitude`, `FinalRest`, `DiscObstacles`,
-`ContactLimits`, `RailBarrier`).
+`ContactLimits`, `RailBarrier`); `DiscObstacles` also gives pointwise inequality
+constraints `g ≤ 0` (`inequality`, one per saved time and disc) for the optimiser's
+Powell–Hestenes–Rockafellar terms.
 
 Time integrals over the trajectory use the trapezoid rule on the saved times (`trapezoid`);
 the control effort uses the control's own quadrature, exact for its basis and independent of
@@ -283,9 +285,12 @@ class Tracking(AbstractCost):
 
 class DiscObstacles(_ResidualCost):
     """`∫₀ᵀ Σₖ max(ρₖ + margin − |x(t)[:2] − cₖ|, 0)² dt`: zero while the contact point
-    stays `margin` outside every disc (centres `cₖ`, radii `ρₖ` on the plane). As a
-    constraint the residual is this integral (`(1,)`, `≥ 0`). **Fields:** `centres (k, 2)`,
-    `radii (k,)`, `margin ()` (default 0)."""
+    stays `margin` outside every disc (centres `cₖ`, radii `ρₖ` on the plane). As an equality
+    constraint the residual is this integral (`(1,)`, `≥ 0`; its gradient vanishes with it,
+    so an augmented Lagrangian converges slowly on it); as inequality constraints
+    (`inequality`, for `ControlProblem.inequalities`) `ρₖ + margin − |x(tⱼ)[:2] − cₖ| ≤ 0` at
+    every saved time `tⱼ` and disc `k`, each with its own multiplier. **Fields:**
+    `centres (k, 2)`, `radii (k,)`, `margin ()` (default 0)."""
 
     centres: jax.Array
     radii: jax.Array
@@ -296,6 +301,11 @@ class DiscObstacles(_ResidualCost):
         inside a disc)."""
         d = _safe_norm(trajectory.x[:, None, :2] - self.centres[None])
         return jnp.min(d - self.radii[None], axis=-1)
+
+    def inequality(self, trajectory, control):
+        """`ρₖ + margin − |x(tⱼ)[:2] − cₖ|` (`(n_t·k,)`, time-major): `≤ 0` outside."""
+        d = _safe_norm(trajectory.x[:, None, :2] - self.centres[None])
+        return jnp.ravel(self.radii[None] + self.margin - d)
 
     def residual(self, trajectory, control):
         d = _safe_norm(trajectory.x[:, None, :2] - self.centres[None])

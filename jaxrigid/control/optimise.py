@@ -16,6 +16,19 @@ is minimised in `p` for fixed `(λ, ρ)` by `n_inner` iterations of an `optax` m
 (the first-order multiplier update, Nocedal & Wright (17.39)); at a solution `λ` is the
 Lagrange multiplier and `c = 0` holds with a moderate `ρ`.
 
+Inequality constraints `g(p) ≤ 0` (an objective returning `(f, c, g)`; e.g. one entry per
+saved time and obstacle) enter in the Powell–Hestenes–Rockafellar form (Rockafellar 1973;
+Nocedal & Wright §17.4, (17.65) with the slack eliminated in closed form; Birgin & Martínez,
+*Practical Augmented Lagrangian Methods*, 2014, (4.8)), one multiplier `μⱼ ≥ 0` each:
+
+    L_A += (1/2ρ) Σⱼ [max(0, μⱼ + ρ gⱼ)² − μⱼ²],     μ ← max(0, μ + ρ g),              (PHR)
+
+C¹ in `p`, exactly the slack form minimised over the slacks `s ≥ 0` in `g + s = 0`. Unlike a
+penalty on the integral of the violation (whose gradient vanishes as the violation does),
+each active `gⱼ` keeps its own multiplier, so an active constraint holds at a finite `ρ`.
+`ρ` grows unless the combined violation `√(|c|² + |max(g, −μ/ρ)|²)` (the complementarity
+measure of Birgin & Martínez (4.9)) fell below `decrease` times its previous value.
+
 Everything is one pure `jax` program: `lax.scan` over outer and inner iterations (fixed
 counts; an inner iteration whose gradient norm is below `gtol` leaves the iterate unchanged),
 so `optimise` is `jit`-compiled once and `multi_start` is its `vmap` over `K` initial
@@ -70,10 +83,12 @@ class AugmentedLagrangian(eqx.Module):
 
 class OptimiseResult(NamedTuple):
     """`coefficients` the optimum; `cost` `f` there; `residual` `c` there and
-    `residual_norm` `|c|`; `multipliers` `λ`, `penalty` `ρ` (final); `history`: per inner
-    iteration `(n_outer, n_inner)` arrays `lagrangian` (`L_A`), `grad_norm` (`|∇ₚL_A|`),
-    and per outer iteration `cost`, `residual_norm` (`(n_outer,)`, after it); `cost_initial`
-    `f(p₀)`, `residual_norm_initial`."""
+    `residual_norm` the infeasibility `√(|c|² + |max(g, 0)|²)` (`|c|` without inequalities);
+    `multipliers` `λ`, `penalty` `ρ` (final); `history`: per inner iteration
+    `(n_outer, n_inner)` arrays `lagrangian` (`L_A`), `grad_norm` (`|∇ₚL_A|`), and per outer
+    iteration `cost`, `residual_norm` (`(n_outer,)`, after it); `cost_initial` `f(p₀)`,
+    `residual_norm_initial`; `inequality` `g` at the optimum and `inequality_multipliers`
+    `μ` (`(0,)` for an objective without inequalities)."""
 
     coefficients: jax.Array
     cost: jax.Array
@@ -84,25 +99,42 @@ class OptimiseResult(NamedTuple):
     history: dict
     cost_initial: jax.Array
     residual_norm_initial: jax.Array
+    inequality: Any = None
+    inequality_multipliers: Any = None
 
 
 def _where_tree(pred, a, b):
     return jax.tree_util.tree_map(lambda x, y: jnp.where(pred, x, y), a, b)
 
 
+def _evaluate(objective, p):
+    """`(f, c, g)`: an objective's `(f, c)` gets an empty `g`."""
+    out = objective(p)
+    if len(out) == 2:
+        f, c = out
+        return f, c, jnp.zeros((0,), f.dtype)
+    return out
+
+
+def _infeasibility(c, g):
+    gp = jnp.maximum(g, 0.0)
+    return jnp.sqrt(jnp.dot(c, c) + jnp.dot(gp, gp))
+
+
 def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
     opt = settings.optimiser()
     dtype = p0.dtype
-    f0, c0 = objective(p0)
-    lam0 = jnp.zeros_like(c0)
+    f0, c0, g0 = _evaluate(objective, p0)
+    lam0, mu0 = jnp.zeros_like(c0), jnp.zeros_like(g0)
     rho0 = jnp.asarray(settings.rho0, dtype)
 
     def outer(carry, k):
-        p, lam, rho, cnorm_prev = carry
+        p, lam, mu, rho, vnorm_prev = carry
 
         def lagrangian(p):
-            f, c = objective(p)
-            return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
+            f, c, g = _evaluate(objective, p)
+            phr = jnp.sum(jnp.square(jnp.maximum(mu + rho * g, 0.0)) - mu * mu) / (2 * rho)
+            return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
 
         value_and_grad = optax.value_and_grad_from_state(lagrangian)
 
@@ -121,20 +153,22 @@ def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
             return (p, state), (value, gnorm)
 
         (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
-        f, c = objective(p)
-        cnorm = jnp.sqrt(jnp.dot(c, c))
+        f, c, g = _evaluate(objective, p)
+        v = jnp.maximum(g, -mu / rho)
+        vnorm = jnp.sqrt(jnp.dot(c, c) + jnp.dot(v, v))
         lam = lam + rho * c
-        grow = cnorm > settings.decrease * cnorm_prev
+        mu = jnp.maximum(mu + rho * g, 0.0)
+        grow = vnorm > settings.decrease * vnorm_prev
         rho = jnp.where(grow, jnp.minimum(rho * settings.growth, settings.rho_max), rho)
-        return (p, lam, rho, cnorm), (values, gnorms, f, cnorm)
+        return (p, lam, mu, rho, vnorm), (values, gnorms, f, _infeasibility(c, g))
 
-    cnorm0 = jnp.sqrt(jnp.dot(c0, c0))
-    (p, lam, rho, _), (values, gnorms, fs, cnorms) = lax.scan(
-        outer, (p0, lam0, rho0, cnorm0), jnp.arange(settings.n_outer)
+    cnorm0 = _infeasibility(c0, g0)
+    (p, lam, mu, rho, _), (values, gnorms, fs, cnorms) = lax.scan(
+        outer, (p0, lam0, mu0, rho0, cnorm0), jnp.arange(settings.n_outer)
     )
-    f, c = objective(p)
+    f, c, g = _evaluate(objective, p)
     history = {"lagrangian": values, "grad_norm": gnorms, "cost": fs, "residual_norm": cnorms}
-    return OptimiseResult(p, f, c, jnp.sqrt(jnp.dot(c, c)), lam, rho, history, f0, cnorm0)
+    return OptimiseResult(p, f, c, _infeasibility(c, g), lam, rho, history, f0, cnorm0, g, mu)
 
 
 def _check_p0(objective, p0):
@@ -153,12 +187,13 @@ def optimise(
     settings: AugmentedLagrangian | None = None,
     callback: Callable | None = None,
 ) -> OptimiseResult:
-    """Minimise `f(p)` subject to `c(p) = 0` by (AL) from `p0`.
+    """Minimise `f(p)` subject to `c(p) = 0` (and `g(p) ≤ 0`) by (AL) and (PHR) from `p0`.
 
-    `objective(p) -> (f (), c (k,))` a pure function (an `equinox.Module`, e.g. a
-    `ControlProblem`, so that its arrays are traced, not baked in); `p0` an array (any
-    shape, e.g. `(M, n)` coefficients). `jit`-compiled (`equinox.filter_jit`); returns an
-    `OptimiseResult`. NaN or inf in `p0` raises `ValueError` (concrete `p0`)."""
+    `objective(p) -> (f (), c (k,))` or `(f, c, g (m,))`, a pure function (an
+    `equinox.Module`, e.g. a `ControlProblem`, so that its arrays are traced, not baked
+    in); `p0` an array (any shape, e.g. `(M, n)` coefficients). `jit`-compiled
+    (`equinox.filter_jit`); returns an `OptimiseResult`. NaN or inf in `p0` raises
+    `ValueError` (concrete `p0`)."""
     settings = AugmentedLagrangian() if settings is None else settings
     p0 = _check_p0(objective, p0)
     if not isinstance(p0, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(p0))):

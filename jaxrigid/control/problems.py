@@ -20,8 +20,10 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..integrators.quaternion_rkmk import RKMK4
+from ..lie.quaternion import to_matrix
 from ..models.rolling_ball import RollingBall, two_circles_ball
 from .costs import (
     AbstractCost,
@@ -29,30 +31,39 @@ from .costs import (
     DiscObstacles,
     Effort,
     FinalPosition,
+    GeronoPath,
     Tracking,
     Trajectory,
+    WeightedSum,
     needs_contact,
     rollout,
 )
+from .optimise import AugmentedLagrangian
 from .parametrisations import AbstractParametrisedControl, BSplineControl, FourierControl
 
 __all__ = [
     "PROBLEMS",
     "ControlProblem",
     "avoid_obstacles",
+    "default_settings",
+    "figure_eight",
     "follow_circle",
     "get_problem",
+    "initial_guesses",
     "reach_point",
     "two_circles_start",
 ]
 
 
 class ControlProblem(eqx.Module):
-    """`min cost(p)` subject to `c(p) = 0`, `c` the constraints' residuals concatenated.
+    """`min cost(p)` subject to `c(p) = 0` and `g(p) ≤ 0`: `c` the `constraints'` residuals
+    concatenated, `g` the `inequalities'` pointwise values (e.g. `DiscObstacles.inequality`,
+    one per saved time and disc).
 
     **Fields:** `model` (a `RollingBall` whose `control` is an `AbstractParametrisedControl`;
     its coefficients are replaced by `p`); `state0`; `integrator`; `cost` (an
-    `AbstractCost`); `constraints` (a tuple of terms with `residual`); static: `name`,
+    `AbstractCost`); `constraints` (a tuple of terms with `residual`); `inequalities` (a
+    tuple of terms with `inequality`, default none); static: `name`,
     `dt`, `n_steps`, `save_every`, `tolerance` (the constraint tolerance that counts as
     solved, on `|c|`), `description`."""
 
@@ -67,6 +78,7 @@ class ControlProblem(eqx.Module):
     save_every: int = eqx.field(static=True, default=1)
     tolerance: float = eqx.field(static=True, default=1e-3)
     description: str = eqx.field(static=True, default="")
+    inequalities: tuple = ()
 
     def __check_init__(self):
         if not isinstance(self.model.control, AbstractParametrisedControl):
@@ -101,7 +113,8 @@ class ControlProblem(eqx.Module):
         """Simulate with coefficients `p`; `integrator` and a step `dt/refine` (saved at the
         problem's times) to re-simulate with another method or a finer step."""
         integrator = self.integrator if integrator is None else integrator
-        contact = needs_contact(self.cost, *self.constraints) if contact is None else contact
+        if contact is None:
+            contact = needs_contact(self.cost, *self.constraints, *self.inequalities)
         return rollout(
             integrator,
             self.with_coefficients(p),
@@ -113,17 +126,55 @@ class ControlProblem(eqx.Module):
         )
 
     def evaluate(self, trajectory: Trajectory, p):
-        """`(f, c)` on a computed trajectory."""
+        """`(f, c, g)` on a computed trajectory (`c`, `g` empty `(0,)` when there are none)."""
         control = self.control.with_coefficients(p)
         f = self.cost(trajectory, control)
-        if not self.constraints:
-            return f, jnp.zeros((0,), f.dtype)
-        c = jnp.concatenate([k.residual(trajectory, control) for k in self.constraints])
-        return f, c
+        empty = jnp.zeros((0,), f.dtype)
+        c = [k.residual(trajectory, control) for k in self.constraints]
+        g = [k.inequality(trajectory, control) for k in self.inequalities]
+        return f, jnp.concatenate([empty, *c]), jnp.concatenate([empty, *g])
 
     def __call__(self, p):
-        """`(f (), c (k,))` at coefficients `p`, through `simulate` (checkpointed)."""
+        """`(f (), c (k,), g (m,))` at coefficients `p`, through `simulate` (checkpointed)."""
         return self.evaluate(self.trajectory(p), p)
+
+    def _terms(self):
+        cost = self.cost.terms if isinstance(self.cost, WeightedSum) else (self.cost,)
+        return cost + tuple(self.constraints) + tuple(self.inequalities)
+
+    def target_path(self):
+        """The tracked path `t -> (2,)` (a `Tracking` term's), or None."""
+        return next((k.path for k in self._terms() if isinstance(k, Tracking)), None)
+
+    def target_point(self):
+        """The final-position target `(2,)` (a `FinalPosition` term's), or None."""
+        return next((k.target for k in self._terms() if isinstance(k, FinalPosition)), None)
+
+    def miss(self, trajectory: Trajectory):
+        """What "solved" is measured by: the distance `|x(T)[:2] − x*|` to the target point,
+        or, for a tracking problem, the largest tracking error `max |x(tⱼ)[:2] − x*(tⱼ)|` over
+        the saved times."""
+        path = self.target_path()
+        if path is not None:
+            target = jax.vmap(path)(trajectory.ts)
+            return jnp.max(jnp.linalg.norm(trajectory.x[:, :2] - target, axis=-1))
+        return jnp.linalg.norm(trajectory.x[-1, :2] - self.target_point())
+
+    def obstacle_clearance(self, trajectory: Trajectory):
+        """`(at_saves, guaranteed)` for the `DiscObstacles` terms (None without): the least
+        `|x(tⱼ)[:2] − cₖ| − ρₖ` over saved times and discs, and that minus `v_max·Δt/2`, a
+        lower bound of the clearance of the continuous path between the saved times (up to
+        the integrator's error and to `v_max` being sampled at the saved times): the contact
+        point's speed is `|ẋ| = r|(ω₁, −ω₀)|` (`ω = ΛΩ`, (B.8)'s rolling constraint), `Δt` the
+        save interval, and a point between two saves is within `v_max·Δt/2` of one of them."""
+        discs = [k for k in self._terms() if isinstance(k, DiscObstacles)]
+        if not discs:
+            return None
+        at_saves = jnp.min(jnp.stack([jnp.min(k.clearance(trajectory)) for k in discs]))
+        omega = jnp.einsum("tij,tj->ti", jax.vmap(to_matrix)(trajectory.q), trajectory.Omega)
+        v_max = self.model.radius * jnp.max(jnp.linalg.norm(omega[:, :2], axis=-1))
+        step = jnp.max(jnp.diff(trajectory.ts))
+        return at_saves, at_saves - 0.5 * v_max * step
 
     def with_integrator(self, integrator, refine: int = 1) -> ControlProblem:
         """The same problem discretised by `integrator` at step `dt/refine` (saved at the
@@ -253,25 +304,33 @@ def avoid_obstacles(
     n_basis: int = 12,
     integrator=None,
     dtype=None,
-    margin: float = 0.02,
+    margin: float | None = None,
 ) -> ControlProblem:
     """`avoid-obstacles`: `T = 8`, reach `x(T)[:2] = (2, 0)` (within 1e-3) with least effort,
-    the contact point never entering the discs of radius 0.3 at (0.7, 0) and (1.4, 0.1):
-    both as equality constraints of the augmented Lagrangian, the discs through the
-    penetration integral with a `margin` (so that the saved path, sampled every step, keeps
-    out of the discs themselves)."""
+    the contact point never entering the discs of radius 0.3 at (0.7, 0) and (1.4, 0.1).
+
+    The target is an equality constraint; the discs are pointwise inequality constraints
+    `0.3 + margin − |x(tⱼ)[:2] − cₖ| ≤ 0` at every step `tⱼ` (saved every step), each with
+    its own multiplier (PHR, `optimise`). Between saved times the contact point moves at most
+    `v_max·dt/2` from the nearer saved point (`|ẋ| = r|(ω₁, −ω₀)|`, `ω = ΛΩ`), so a
+    `margin` above `v_max·dt/2` keeps the whole continuous path out of the discs. The
+    optimised paths peak at `v_max ≈ 1.2–1.3` (measured), so the default margin is `0.8·dt`
+    (`v_max` up to 1.6; 0.04 at dt = 0.05); `ControlProblem.obstacle_clearance` gives the
+    guaranteed clearance of any computed path."""
     t_end = 8.0
     n_steps = _steps(t_end, dt)
     model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
     dtype = model.inertia.dtype
     f = lambda v: jnp.asarray(v, dtype)  # noqa: E731
+    margin = 0.8 * dt if margin is None else margin
     discs = DiscObstacles(f(OBSTACLE_CENTRES), f([OBSTACLE_RADIUS] * 2), f(margin))
     return ControlProblem(
         model=model,
         state0=state0,
         integrator=RKMK4() if integrator is None else integrator,
         cost=Effort(),
-        constraints=(FinalPosition(f([2.0, 0.0])), discs),
+        constraints=(FinalPosition(f([2.0, 0.0])),),
+        inequalities=(discs,),
         name="avoid-obstacles",
         dt=dt,
         n_steps=n_steps,
@@ -281,13 +340,74 @@ def avoid_obstacles(
     )
 
 
+def figure_eight(
+    dt: float = 0.05,
+    basis: str = "bspline",
+    n_basis: int = 32,
+    integrator=None,
+    dtype=None,
+    effort_weight: float = 1e-4,
+) -> ControlProblem:
+    """`figure-eight`: track the lemniscate of Gerono `x*(t) = (sin φ, ½ sin 2φ)`,
+    `φ = 2πt/16` (`GeronoPath(a = 1, b = 1, period = 16)`), once in `T = 16`: a figure eight
+    through the origin, lobes reaching `x₁ = ±1`, `|x₂| ≤ 1/2`, speed between 0.26 and 0.56
+    (the circle's 0.63 at most). Cost `∫|x − x*|² dt + effort_weight·∫Σθ̈²`, no constraint;
+    like the circle, the path starts moving while the ball starts at rest."""
+    t_end = 16.0
+    n_steps = _steps(t_end, dt)
+    model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
+    dtype = model.inertia.dtype
+    f = lambda v: jnp.asarray(v, dtype)  # noqa: E731
+    path = GeronoPath(f(1.0), f(1.0), f(t_end))
+    return ControlProblem(
+        model=model,
+        state0=state0,
+        integrator=RKMK4() if integrator is None else integrator,
+        cost=Tracking(path) + effort_weight * Effort(),
+        constraints=(),
+        name="figure-eight",
+        dt=dt,
+        n_steps=n_steps,
+        save_every=1,
+        tolerance=float("inf"),
+        description="T = 16: track the Gerono figure eight (sin φ, ½ sin 2φ) once",
+    )
+
+
 PROBLEMS: dict[str, Callable[..., ControlProblem]] = {
     "reach-point": reach_point,
     "follow-circle": follow_circle,
+    "figure-eight": figure_eight,
     "avoid-obstacles": avoid_obstacles,
 }
 """Named problems: name -> builder (keyword options: `dt`, `basis`, `n_basis`, `integrator`,
 `dtype`)."""
+
+
+_SETTINGS = {
+    "reach-point": dict(n_outer=10, n_inner=25),
+    "follow-circle": dict(n_outer=1, n_inner=200),
+    "figure-eight": dict(n_outer=1, n_inner=300),
+    "avoid-obstacles": dict(n_outer=12, n_inner=30),
+}
+
+
+def default_settings(name: str) -> AugmentedLagrangian:
+    """The optimiser settings each named problem is solved with (`ValueError` if unknown):
+    tracking problems have no constraint, so one outer iteration of many L-BFGS steps."""
+    key = name.lower()
+    if key not in _SETTINGS:
+        raise ValueError(f"unknown control problem {name!r}; known: {', '.join(PROBLEMS)}")
+    return AugmentedLagrangian(**_SETTINGS[key])
+
+
+def initial_guesses(problem: ControlProblem, k: int, seed: int = 0, scale: float = 0.5):
+    """`(k, M, n)` starts for `multi_start`: the problem's own guess (zero: masses at rest)
+    first, then `k − 1` normal draws of standard deviation `scale` (seeded)."""
+    p0 = problem.initial_coefficients()
+    rng = np.random.default_rng(seed)
+    draws = scale * rng.normal(size=(k - 1,) + tuple(p0.shape))
+    return jnp.concatenate([p0[None], jnp.asarray(draws, p0.dtype)])
 
 
 def get_problem(name: str, **options) -> ControlProblem:
