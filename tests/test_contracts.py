@@ -23,6 +23,8 @@ CASES_BY_FAMILY = {
     "constrained": ["symmetric-top-rattle"],
     "coupled_bodies": ["dmv-coupled-right-angle"],
     "rolling_ball": ["rolling-ball-two-circles"],
+    # DLA-midpoint: any LagrangeDAlembertSystem, and the unreduced ball with dynamic masses
+    "lagrange_d_alembert_system": ["rolling-ball-passive"],
 }
 N_STEPS = 4
 

@@ -48,6 +48,8 @@ from .munthe_kaas import MKRKRK4 as MKRKRK4
 from .munthe_kaas import MKRKGauss4 as MKRKGauss4
 from .munthe_kaas import MKRKMidpoint as MKRKMidpoint
 from .nonholonomic_lie import NONHOLONOMIC_LIE_CLASSES
+from .nonholonomic_midpoint import NONHOLONOMIC_MIDPOINT_CLASSES
+from .nonholonomic_midpoint import MidpointDLA as MidpointDLA
 from .partitioned import PARTITIONED_CLASSES
 from .partitioned import PartitionedRungeKutta as PartitionedRungeKutta
 from .partitioned import StormerVerlet as StormerVerlet
@@ -88,6 +90,7 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     DMVCoupledSpatial,
     *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers; issue 13), unit quaternions
     *NONHOLONOMIC_LIE_CLASSES,
+    *NONHOLONOMIC_MIDPOINT_CLASSES,  # any LagrangeDAlembertSystem, and the unreduced ball
 )
 """Every registered integrator class, each constructible with no arguments. Its canonical
 name (the CLI's --method; lookup is case-insensitive) is its class fact `name`; a name may
