@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from .control import add_parser as add_control_parser
+from .control import cmd_control
 from .errors import RunError, UsageError
 from .lookups import _find_case
 from .run import cmd_run
@@ -22,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="jaxrigid", description="Structure-preserving rigid-body integrators in JAX."
     )
     parser.add_argument("--version", action="version", version=f"jaxrigid {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{cases,methods,run}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{cases,methods,run,control}"
+    )
 
     p = sub.add_parser("cases", help="list the built-in cases, or show one")
     p.add_argument("case", nargs="?", help="a case name: show its description and parameters")
@@ -45,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default="jaxrigid-out", help="output directory")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_control_parser(sub)
     return parser
 
 
@@ -59,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     jax.config.update("jax_enable_x64", True)
     commands = {"cases": cmd_cases, "methods": cmd_methods, "run": cmd_run}
+    commands["control"] = cmd_control
     try:
         return commands[args.command](args)
     except UsageError as err:

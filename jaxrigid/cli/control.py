@@ -1,0 +1,341 @@
+"""`jaxrigid control PROBLEM`: optimise the rolling ball's rail controls for a named problem
+(issue 14; `jaxrigid.control.problems`).
+
+    jaxrigid control PROBLEM [--iterations N] [--starts K] [--method M] [--dt H]
+                             [--out DIR] [--json]
+
+Runs the augmented-Lagrangian optimiser (`jaxrigid.control.optimise`; `multi_start` when
+`K > 1`, the best feasible start kept), shows progress on stderr (one line per reported
+iteration: iteration, augmented cost `L_A`, gradient norm; plain lines, as neither `tqdm` nor
+`rich` is a dependency), re-simulates the optimised control with a different integrator at a
+4× finer step (DLA for the RKMK methods, RKMK4 for DLA; saved at every fine step, so a
+tracking problem's re-simulated miss is its max error over the fine times), and writes
+`DIR/PROBLEM.npz` (`t` every step, `theta`, `theta_dot`, `theta_ddot` `(n_t, n_masses)`, `x`
+`(n_t, 3)`, `q`, `Omega`, `coefficients`, `target`, the re-simulated `resimulated_t`,
+`resimulated_x`, and the iteration histories) and `DIR/PROBLEM.png` (the path against the
+target and the obstacles, the controls θᵢ(t) and θ̈ᵢ(t)).
+
+`--iterations N` is the number of L-BFGS iterations in all: the problem's inner count
+(`default_settings`) per multiplier update, `ceil(N / inner)` updates (an `N` below the inner
+count: one update of `N`). `--starts K`: the problem's own guess (masses at rest) and
+`K − 1` seeded draws (`initial_guesses`, `--seed`). With `--json` it prints
+one JSON object on stdout. Bad input exits with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import RunError, UsageError, warn
+from .output import _jsonable, make_out_dir
+
+CASE = "rolling-ball-two-circles"  # the ball every problem uses (its integrators apply)
+REFINE = 4  # the re-simulation's step is dt / REFINE
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("control", help="optimise the rolling ball's controls for a named problem")
+    p.add_argument("problem", help="problem name (reach-point, follow-circle, ...)")
+    p.add_argument(
+        "--iterations", type=int, help="L-BFGS iterations in all (default: the problem's)"
+    )
+    p.add_argument("--starts", type=int, default=1, help="initial guesses optimised at once")
+    p.add_argument("--method", help="integrator (default RKMK4)")
+    p.add_argument("--dt", type=float, help="step size (default: the problem's, 0.05)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    p.add_argument("--out", default="jaxrigid-out", help="output directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def _problem_name(name: str) -> str:
+    from ..control.problems import PROBLEMS
+
+    for key in PROBLEMS:
+        if key == name.lower():
+            return key
+    raise UsageError(f"unknown control problem {name!r}; valid problems: {', '.join(PROBLEMS)}")
+
+
+def _method(name: str | None):
+    from .lookups import applicable_methods, find_case
+
+    methods = applicable_methods(find_case(CASE))
+    name = name or "RKMK4"
+    for key, cls in methods.items():
+        if key.lower() == name.lower():
+            return key, cls()
+    raise UsageError(
+        f"unknown method {name!r} for the rolling ball; valid methods: {', '.join(methods)}"
+    )
+
+
+def _resimulation_method(method: str):
+    """A different integrator for the re-simulation: DLA (implicit, Lagrange–d'Alembert) for
+    the explicit RKMK methods, RKMK4 for DLA."""
+    return _method("RKMK4" if method == "DLA" else "DLA")
+
+
+def _settings(name: str, iterations: int | None):
+    from ..control.optimise import AugmentedLagrangian
+    from ..control.problems import default_settings
+
+    base = default_settings(name)
+    if iterations is None:
+        return base
+    if iterations < 1:
+        raise UsageError(f"--iterations must be a positive integer, got {iterations}")
+    n_inner = min(base.n_inner, iterations)
+    n_outer = math.ceil(iterations / n_inner)
+    return AugmentedLagrangian(
+        n_outer=n_outer,
+        n_inner=n_inner,
+        rho0=base.rho0,
+        growth=base.growth,
+        rho_max=base.rho_max,
+        decrease=base.decrease,
+        gtol=base.gtol,
+    )
+
+
+class _Progress:
+    """Progress lines on stderr: `iteration i/N  cost (L_A) v  |grad| g`, about 25 a run
+    (every iteration when there are few); with several starts, the least `L_A` over them and
+    that start's gradient norm. The callback comes from the compiled program
+    (`jax.debug.callback`), once per start under `vmap`."""
+
+    def __init__(self, n_inner: int, total: int, starts: int, enabled: bool = True):
+        self.n_inner, self.total, self.starts = n_inner, total, starts
+        self.every = max(1, math.ceil(total / 25))
+        self.pending: dict[int, list] = {}
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+
+    def __call__(self, outer, inner, value, grad_norm):
+        i = int(outer) * self.n_inner + int(inner) + 1
+        values, grads = np.ravel(np.asarray(value)), np.ravel(np.asarray(grad_norm))
+        seen = self.pending.setdefault(i, [])
+        seen += list(zip(values.tolist(), grads.tolist()))
+        if len(seen) < self.starts:
+            return
+        del self.pending[i]
+        if not self.enabled or (i % self.every and i not in (1, self.total)):
+            return
+        finite = [s for s in seen if math.isfinite(s[0])] or seen
+        v, g = min(finite, key=lambda s: s[0])
+        best = " (best start)" if self.starts > 1 else ""
+        print(
+            f"iteration {i}/{self.total}  cost (L_A) {v:.6g}{best}  |grad| {g:.3e}"
+            f"  {time.perf_counter() - self.t0:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _dense(problem, p, integrator=None, refine: int = 1):
+    """The trajectory saved at every step of `dt/refine`."""
+    from ..control.costs import rollout
+
+    integrator = problem.integrator if integrator is None else integrator
+    return rollout(
+        integrator,
+        problem.with_coefficients(p),
+        problem.state0,
+        problem.dt / refine,
+        problem.n_steps * refine,
+        save_every=1,
+    )
+
+
+def cmd_control(args) -> int:
+    import jax
+    import jax.numpy as jnp
+
+    from ..control.optimise import multi_start, optimise
+    from ..control.problems import get_problem, initial_guesses
+
+    name = _problem_name(args.problem)
+    method, integrator = _method(args.method)
+    if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
+        raise UsageError(f"--dt must be a positive finite number, got {args.dt}")
+    if args.starts < 1:
+        raise UsageError(f"--starts must be a positive integer, got {args.starts}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    options = {"integrator": integrator} | ({} if args.dt is None else {"dt": args.dt})
+    try:
+        problem = get_problem(name, **options)
+    except ValueError as err:
+        raise UsageError(f"problem {name}: {err}") from None
+    settings = _settings(name, args.iterations)
+    out = Path(args.out)
+    make_out_dir(out)
+
+    total = settings.n_outer * settings.n_inner
+    progress = _Progress(settings.n_inner, total, args.starts)
+    p0s = initial_guesses(problem, args.starts, seed=args.seed)
+    print(
+        f"{name}: {method}, dt = {problem.dt:g}, {args.starts} start(s), {total} iterations "
+        f"({settings.n_outer} × {settings.n_inner}); compiling ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    start = time.perf_counter()
+    if args.starts == 1:
+        res = optimise(problem, p0s[0], settings, callback=progress)
+        spread = None
+    else:
+        ms = multi_start(problem, p0s, settings, tolerance=problem.tolerance, callback=progress)
+        res, spread = ms.best, {k: np.asarray(v) for k, v in ms.spread.items()}
+        spread["best_index"] = int(ms.best_index)
+    res = jax.block_until_ready(res)
+    seconds = time.perf_counter() - start
+    p = res.coefficients
+    if not bool(jnp.all(jnp.isfinite(p))):
+        raise RunError(f"problem {name}: the optimisation produced non-finite coefficients")
+
+    # one forward run per method, saved at every step (the miss and the clearance are read
+    # from them: each distinct run is a compilation)
+    traj = _dense(problem, p)
+    miss = float(problem.miss(traj))
+    re_method, re_integrator = _resimulation_method(method)
+    resim = _dense(problem, p, re_integrator, REFINE)
+    resim_miss = float(problem.miss(resim))
+    t = np.asarray(traj.ts)
+    control = problem.control.with_coefficients(p)
+    theta, theta_dot, theta_ddot = (np.asarray(a) for a in control.sample(jnp.asarray(t)))
+
+    report = {
+        "problem": name,
+        "method": method,
+        "dt": problem.dt,
+        "t_end": problem.t_end,
+        "iterations": total,
+        "outer_iterations": settings.n_outer,
+        "inner_iterations": settings.n_inner,
+        "starts": args.starts,
+        "cost_initial": res.cost_initial,
+        "cost_final": res.cost,
+        "infeasibility": res.residual_norm,
+        "final_x": np.asarray(traj.x[-1]),
+        "miss": miss,
+        "miss_kind": "max tracking error" if problem.target_path() else "distance to target",
+        "resimulated_miss": resim_miss,
+        "resimulation": {"method": re_method, "dt": problem.dt / REFINE},
+        "tolerance": problem.tolerance,
+        "seconds": seconds,
+    }
+    clearance = problem.obstacle_clearance(traj)
+    if clearance is not None:
+        fine_clearance = problem.obstacle_clearance(resim)
+        report["obstacle_clearance"] = float(clearance[0])
+        report["obstacle_clearance_guaranteed"] = float(clearance[1])
+        report["resimulated_obstacle_clearance"] = float(fine_clearance[0])
+        report["resimulated_obstacle_clearance_guaranteed"] = float(fine_clearance[1])
+    if spread is not None:
+        report["spread"] = spread
+    report = _jsonable(report)
+
+    arrays = {
+        "t": t,
+        "theta": theta,
+        "theta_dot": theta_dot,
+        "theta_ddot": theta_ddot,
+        "x": np.asarray(traj.x),
+        "q": np.asarray(traj.q),
+        "Omega": np.asarray(traj.Omega),
+        "coefficients": np.asarray(p),
+        "coefficients_initial": np.asarray(p0s[0] if spread is None else p0s[spread["best_index"]]),
+        "resimulated_t": np.asarray(resim.ts),
+        "resimulated_x": np.asarray(resim.x),
+        "lagrangian_history": np.asarray(res.history["lagrangian"]).ravel(),
+        "grad_norm_history": np.asarray(res.history["grad_norm"]).ravel(),
+    }
+    path = problem.target_path()
+    if path is not None:
+        arrays["target"] = np.asarray(jax.vmap(path)(jnp.asarray(t)))
+    else:
+        arrays["target"] = np.asarray(problem.target_point())
+    paths = [out / f"{name}.npz", out / f"{name}.png"]
+    try:
+        np.savez(paths[0], **arrays)
+        if not _plot(paths[1], problem, report, arrays):
+            warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
+            paths.pop()
+    except OSError as err:
+        raise RunError(f"cannot write into {str(out)!r}: {err}") from None
+
+    if args.json:
+        print(json.dumps(report, allow_nan=False))
+    else:
+        print(
+            f"{name}: {method}, dt = {problem.dt:g}, {total} iterations, {args.starts} start(s), "
+            f"{seconds:.1f} s"
+        )
+        print(f"cost {report['cost_initial']:.6g} -> {report['cost_final']:.6g}")
+        print(
+            f"{report['miss_kind']}: {miss:.3e} (tolerance {problem.tolerance:g}); "
+            f"re-simulated ({re_method}, dt/{REFINE}): {resim_miss:.3e}"
+        )
+        if clearance is not None:
+            print(
+                f"obstacle clearance: {report['obstacle_clearance']:.4f} at the steps, "
+                f"{report['resimulated_obstacle_clearance']:.4f} re-simulated"
+            )
+        print("wrote " + ", ".join(str(q) for q in paths))
+    return 0
+
+
+def _plot(path: Path, problem, report: dict, arrays: dict) -> bool:
+    """The contact path against the target (with the obstacles), and the controls `θᵢ(t)`,
+    `θ̈ᵢ(t)`. False without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Circle
+    except ImportError:
+        return False
+    from ..control.costs import DiscObstacles
+
+    fig = Figure(figsize=(11, 6), layout="constrained")
+    FigureCanvasAgg(fig)
+    left, right = fig.subfigures(1, 2, width_ratios=(1.2, 1))
+    ax = left.subplots()
+    x, t, target = arrays["x"], arrays["t"], arrays["target"]
+    if target.ndim == 2:
+        ax.plot(target[:, 0], target[:, 1], "k--", lw=1, label="target x*(t)")
+    else:
+        ax.plot(target[0], target[1], "k*", ms=12, label="target")
+    for term in problem.inequalities:
+        if isinstance(term, DiscObstacles):
+            for c, r in zip(np.asarray(term.centres), np.asarray(term.radii)):
+                ax.add_patch(Circle(c, r, color="tab:red", alpha=0.3))
+    ax.plot(x[:, 0], x[:, 1], lw=1.5, label=f"{report['method']}, dt = {report['dt']:g}")
+    xr = arrays["resimulated_x"]
+    ax.plot(
+        xr[:, 0], xr[:, 1], ":", lw=1.5, label=f"re-simulated ({report['resimulation']['method']})"
+    )
+    ax.plot(x[:1, 0], x[:1, 1], "o", ms=4)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("x1")
+    ax.set_ylabel("x2")
+    ax.legend(fontsize="small")
+    ax.set_title(
+        f"{report['problem']}: {report['miss_kind']} {report['miss']:.2e}", fontsize="medium"
+    )
+    top, bottom = right.subplots(2, 1, sharex=True)
+    for i in range(arrays["theta"].shape[1]):
+        top.plot(t, arrays["theta"][:, i], label=f"θ{i + 1}")
+        bottom.plot(t, arrays["theta_ddot"][:, i], label=f"θ̈{i + 1}")
+    top.set_ylabel("θ (rail position)")
+    bottom.set_ylabel("θ̈")
+    bottom.set_xlabel("t")
+    top.legend(fontsize="small")
+    top.set_title("controls", fontsize="medium")
+    fig.savefig(path, dpi=100)
+    return True

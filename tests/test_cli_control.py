@@ -1,0 +1,119 @@
+"""`jaxrigid control PROBLEM` (issue 14): the contract of a short run (few iterations, coarse
+step) — files, array shapes, JSON fields — and bad input (one line, exit status 2)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+
+from jaxrigid import cli
+
+KEYS = {
+    "problem",
+    "method",
+    "dt",
+    "iterations",
+    "starts",
+    "cost_initial",
+    "cost_final",
+    "final_x",
+    "miss",
+    "resimulated_miss",
+    "seconds",
+}
+
+
+def _control(args):
+    """`main(["control", *args])`: (exit status, stdout, stderr)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = cli.main(["control", *args])
+    return rc, stdout.getvalue(), stderr.getvalue()
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory):
+    """reach-point, 2 starts × 4 iterations at dt = 0.25 (20 steps), as JSON."""
+    out = tmp_path_factory.mktemp("control")
+    args = ["reach-point", "--iterations", "4", "--starts", "2", "--dt", "0.25"]
+    rc, stdout, stderr = _control([*args, "--method", "rkmk4", "--out", str(out), "--json"])
+    assert rc == 0, stderr
+    return json.loads(stdout), stderr, out
+
+
+def test_json_report(short_run):
+    """One JSON object with the issue's fields; `iterations` counts the L-BFGS iterations
+    (`--iterations 4`: one outer iteration of 4, fewer than the problem's 25 inner), the
+    re-simulation uses DLA at dt/4, the miss is the distance of `final_x` to (1, 0.5)."""
+    report, _, _ = short_run
+    assert KEYS <= set(report)
+    assert report["problem"] == "reach-point" and report["method"] == "RKMK4"
+    assert report["dt"] == 0.25 and report["starts"] == 2 and report["iterations"] == 4
+    assert report["resimulation"] == {"method": "DLA", "dt": 0.0625}
+    assert len(report["final_x"]) == 3
+    miss = np.hypot(report["final_x"][0] - 1.0, report["final_x"][1] - 0.5)
+    np.testing.assert_allclose(report["miss"], miss, rtol=1e-12)
+    assert report["cost_final"] >= 0 and report["seconds"] > 0
+    assert report["spread"]["n_feasible"] in (0, 1, 2)
+    assert report["cost_initial"] >= 0.0
+    assert np.isfinite(report["resimulated_miss"])
+
+
+def test_progress_lines(short_run):
+    """Progress on stderr: one line per iteration here (4 ≤ 25), with iteration, cost (the
+    augmented Lagrangian) and gradient norm; stdout holds the JSON alone."""
+    _, stderr, _ = short_run
+    lines = [line for line in stderr.splitlines() if line.startswith("iteration ")]
+    assert [line.split()[1] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
+    assert all("cost (L_A)" in line and "|grad|" in line for line in lines)
+
+
+def test_files(short_run):
+    """`DIR/reach-point.npz`: `t` every step (21 times), `theta`, `theta_dot`, `theta_ddot`
+    `(21, 2)`, `x (21, 3)`, the coefficients `(M, 2)`; the controls start at rest at −π/2;
+    `x` ends at `final_x`. And the plot `DIR/reach-point.png`."""
+    report, _, out = short_run
+    with np.load(out / "reach-point.npz") as z:
+        t, theta = z["t"], z["theta"]
+        np.testing.assert_allclose(t, 0.25 * np.arange(21), atol=1e-12)
+        for key in ("theta", "theta_dot", "theta_ddot"):
+            assert z[key].shape == (21, 2)
+        assert z["x"].shape == (21, 3)
+        assert z["coefficients"].ndim == 2 and z["coefficients"].shape[1] == 2
+        np.testing.assert_allclose(theta[0], [-np.pi / 2] * 2, atol=1e-12)
+        np.testing.assert_allclose(z["theta_dot"][0], 0.0, atol=1e-12)
+        np.testing.assert_allclose(z["x"][-1], report["final_x"], rtol=1e-12)
+        np.testing.assert_allclose(z["target"], [1.0, 0.5])
+    png = (out / "reach-point.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["reach-moon"], "unknown control problem 'reach-moon'; valid problems: reach-point"),
+        (["reach-point", "--method", "gauss6"], "valid methods: RKMK2, RKMK4, RKMK8, DLA"),
+        (["reach-point", "--dt", "0.3"], "dt must divide T = 5.0"),
+        (["reach-point", "--dt", "-1"], "--dt must be a positive finite number"),
+        (["reach-point", "--starts", "0"], "--starts must be a positive integer"),
+        (["reach-point", "--iterations", "0"], "--iterations must be a positive integer"),
+    ],
+)
+def test_bad_input(args, message, tmp_path):
+    """Bad input: exit status 2, nothing on stdout, one line `jaxrigid: error: ...` saying
+    what would be valid; no compilation happens first (these return at once)."""
+    rc, stdout, stderr = _control([*args, "--out", str(tmp_path), "--json"])
+    assert rc == 2 and stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxrigid: error: ")
+    assert message in lines[0]
+
+
+def test_bad_option_type(tmp_path):
+    """An option that is not a number: argparse's usage error (status 2)."""
+    rc, stdout, stderr = _control(["reach-point", "--iterations", "many"])
+    assert rc == 2 and stdout == "" and "invalid int value: 'many'" in stderr
