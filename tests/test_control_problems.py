@@ -148,15 +148,16 @@ def test_avoid_obstacles_is_solved():
     assert fine_guaranteed >= 0.0
 
 
-# Max tracking error over [0, T] (and over [2, T]) the tests hold the optimised paths to:
-# the measured values (RKMK4, dt = 0.05, the problems' default settings: effort weight 1e-4,
-# L-BFGS 200 (circle) / 300 (eight) iterations from rest) are 0.355 / 0.291 over [0, T], at
-# t ≈ 1.05 / 0.7, and 0.165 / 0.145 over [2, T]. The max is the start-up transient: the path
-# starts at speed 0.63 / 0.56 while the ball starts at rest and can only be set rolling by
-# shifting the masses. That is near what this control basis reaches, not a stalled optimiser:
-# 3× the iterations with a 10× smaller effort weight (600, 1e-5) gives 0.325 (circle, at
-# t = 0.75) and 0.120 over [2, T]. Tolerances: the measured values plus ~15%.
-TRACKING_TOLERANCE = {"follow-circle": (0.40, 0.19), "figure-eight": (0.34, 0.17)}
+# Max tracking error over [0, T] (and over [2, T]) the tests hold the optimised paths to.
+# Measured (RKMK4, dt = 0.05, from rest, the problems' defaults: effort weight 1e-5, 600
+# L-BFGS iterations): 0.325 / 0.228 over [0, T] (circle / eight; at t ≈ 0.75 / 0.85) and
+# 0.120 / 0.077 over [2, T]. The max is the start-up transient: the path starts at speed
+# 0.63 / 0.56 while the ball starts at rest and can only be set rolling by shifting the
+# masses. L-BFGS on these non-convex problems has not fully converged at this budget (the
+# gradient norm is still ~1e-2): with 200 / 300 iterations and weight 1e-4 the values were
+# 0.355 / 0.291 and 0.165 / 0.145, so more iterations shrink the late error much more than
+# the transient. Tolerances: the measured values plus ~15%.
+TRACKING_TOLERANCE = {"follow-circle": (0.37, 0.14), "figure-eight": (0.26, 0.09)}
 
 
 @pytest.mark.slow
@@ -165,7 +166,9 @@ def test_tracking_problem_is_solved(name):
     """L-BFGS (the problem's settings: one outer iteration, no constraint) from rest: the max
     tracking error `max_t |x(t) − x*(t)|` over [0, T] and over [2, T] within
     `TRACKING_TOLERANCE`, on RKMK4 at dt = 0.05 and re-simulated on DLA at dt/4 (every fine
-    step), the two agreeing to 1e-3 (the optimum is the physics', not the discretisation's)."""
+    step), the two agreeing to 3e-3 (the optimum is the physics', not the discretisation's;
+    measured 2e-4 / 9e-4: the re-simulation's max is over 4× as many times, and the two
+    discretisations differ by O(h²))."""
     problem = get_problem(name)
     res = optimise(problem, problem.initial_coefficients(), default_settings(name))
     traj = problem.trajectory(res.coefficients)
@@ -183,4 +186,4 @@ def test_tracking_problem_is_solved(name):
     assert math.isfinite(float(res.cost))
     assert err.max() <= worst and late <= after
     assert resim <= worst
-    assert abs(resim - err.max()) <= 1e-3
+    assert abs(resim - err.max()) <= 3e-3

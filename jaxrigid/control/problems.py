@@ -266,7 +266,7 @@ def follow_circle(
     n_basis: int = 20,
     integrator=None,
     dtype=None,
-    effort_weight: float = 1e-4,
+    effort_weight: float = 1e-5,
 ) -> ControlProblem:
     """`follow-circle`: track the circle of radius 1 centred at (0, 1), through the origin,
     once in `T = 10` at uniform speed (`CirclePath`, counter-clockwise from the origin):
@@ -346,7 +346,7 @@ def figure_eight(
     n_basis: int = 32,
     integrator=None,
     dtype=None,
-    effort_weight: float = 1e-4,
+    effort_weight: float = 1e-5,
 ) -> ControlProblem:
     """`figure-eight`: track the lemniscate of Gerono `x*(t) = (sin φ, ½ sin 2φ)`,
     `φ = 2πt/16` (`GeronoPath(a = 1, b = 1, period = 16)`), once in `T = 16`: a figure eight
@@ -386,8 +386,8 @@ PROBLEMS: dict[str, Callable[..., ControlProblem]] = {
 
 _SETTINGS = {
     "reach-point": dict(n_outer=10, n_inner=25),
-    "follow-circle": dict(n_outer=1, n_inner=200),
-    "figure-eight": dict(n_outer=1, n_inner=300),
+    "follow-circle": dict(n_outer=1, n_inner=600),
+    "figure-eight": dict(n_outer=1, n_inner=600),
     "avoid-obstacles": dict(n_outer=12, n_inner=30),
 }
 
