@@ -278,8 +278,10 @@ def cmd_control(args) -> int:
             f"{seconds:.1f} s"
         )
         print(f"cost {report['cost_initial']:.6g} -> {report['cost_final']:.6g}")
+        finite = math.isfinite(problem.tolerance)
+        tol = f" (tolerance {problem.tolerance:g})" if finite else ""
         print(
-            f"{report['miss_kind']}: {miss:.3e} (tolerance {problem.tolerance:g}); "
+            f"{report['miss_kind']}: {miss:.3e}{tol}; "
             f"re-simulated ({re_method}, dt/{REFINE}): {resim_miss:.3e}"
         )
         if clearance is not None:
@@ -317,9 +319,8 @@ def _plot(path: Path, problem, report: dict, arrays: dict) -> bool:
                 ax.add_patch(Circle(c, r, color="tab:red", alpha=0.3))
     ax.plot(x[:, 0], x[:, 1], lw=1.5, label=f"{report['method']}, dt = {report['dt']:g}")
     xr = arrays["resimulated_x"]
-    ax.plot(
-        xr[:, 0], xr[:, 1], ":", lw=1.5, label=f"re-simulated ({report['resimulation']['method']})"
-    )
+    label = f"re-simulated ({report['resimulation']['method']}, dt/{REFINE})"
+    ax.plot(xr[:, 0], xr[:, 1], ":", lw=1.5, label=label)
     ax.plot(x[:1, 0], x[:1, 1], "o", ms=4)
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("x1")
