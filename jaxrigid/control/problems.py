@@ -260,6 +260,29 @@ def _steps(t_end: float, dt: float) -> int:
     return n_steps
 
 
+def _tracking_problem(
+    name, t_end, make_path, description, dt, basis, n_basis, integrator, dtype, effort_weight
+) -> ControlProblem:
+    """A tracking problem on the two-circles start: `∫|x − x*|² dt + effort_weight·∫Σθ̈²`, no
+    constraint, the path `make_path(as_dtype, t_end)` in the model's dtype."""
+    model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
+    dtype = model.inertia.dtype
+    path = make_path(lambda v: jnp.asarray(v, dtype), t_end)
+    return ControlProblem(
+        model=model,
+        state0=state0,
+        integrator=RKMK4() if integrator is None else integrator,
+        cost=Tracking(path) + effort_weight * Effort(),
+        constraints=(),
+        name=name,
+        dt=dt,
+        n_steps=_steps(t_end, dt),
+        save_every=1,
+        tolerance=float("inf"),
+        description=description,
+    )
+
+
 def follow_circle(
     dt: float = 0.05,
     basis: str = "bspline",
@@ -273,24 +296,17 @@ def follow_circle(
     minimise `∫|x − x*|² dt + effort_weight·∫Σθ̈²` (the small effort term regularises the
     coefficients; no constraint). The ball starts at rest while the path starts at speed
     2π/10, so the tracking error cannot vanish near `t = 0`."""
-    t_end = 10.0
-    n_steps = _steps(t_end, dt)
-    model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
-    dtype = model.inertia.dtype
-    f = lambda v: jnp.asarray(v, dtype)  # noqa: E731
-    path = CirclePath(f([0.0, 1.0]), f(1.0), f(t_end))
-    return ControlProblem(
-        model=model,
-        state0=state0,
-        integrator=RKMK4() if integrator is None else integrator,
-        cost=Tracking(path) + effort_weight * Effort(),
-        constraints=(),
-        name="follow-circle",
-        dt=dt,
-        n_steps=n_steps,
-        save_every=1,
-        tolerance=float("inf"),
-        description="T = 10: track the unit circle centred at (0, 1) once at uniform speed",
+    return _tracking_problem(
+        "follow-circle",
+        10.0,
+        lambda f, t_end: CirclePath(f([0.0, 1.0]), f(1.0), f(t_end)),
+        "T = 10: track the unit circle centred at (0, 1) once at uniform speed",
+        dt,
+        basis,
+        n_basis,
+        integrator,
+        dtype,
+        effort_weight,
     )
 
 
@@ -353,24 +369,17 @@ def figure_eight(
     through the origin, lobes reaching `x₁ = ±1`, `|x₂| ≤ 1/2`, speed between 0.26 and 0.56
     (the circle's 0.63 at most). Cost `∫|x − x*|² dt + effort_weight·∫Σθ̈²`, no constraint;
     like the circle, the path starts moving while the ball starts at rest."""
-    t_end = 16.0
-    n_steps = _steps(t_end, dt)
-    model, state0 = two_circles_start(t_end, basis, n_basis, dtype)
-    dtype = model.inertia.dtype
-    f = lambda v: jnp.asarray(v, dtype)  # noqa: E731
-    path = GeronoPath(f(1.0), f(1.0), f(t_end))
-    return ControlProblem(
-        model=model,
-        state0=state0,
-        integrator=RKMK4() if integrator is None else integrator,
-        cost=Tracking(path) + effort_weight * Effort(),
-        constraints=(),
-        name="figure-eight",
-        dt=dt,
-        n_steps=n_steps,
-        save_every=1,
-        tolerance=float("inf"),
-        description="T = 16: track the Gerono figure eight (sin φ, ½ sin 2φ) once",
+    return _tracking_problem(
+        "figure-eight",
+        16.0,
+        lambda f, t_end: GeronoPath(f(1.0), f(1.0), f(t_end)),
+        "T = 16: track the Gerono figure eight (sin φ, ½ sin 2φ) once",
+        dt,
+        basis,
+        n_basis,
+        integrator,
+        dtype,
+        effort_weight,
     )
 
 
