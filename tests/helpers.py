@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,10 @@ import numpy as np
 import jaxrigid as jr
 from jaxrigid.cases import get_case
 from jaxrigid.integrators import RIGID_BODY_METHODS
+from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
+from jaxrigid.lie import quaternion
+from jaxrigid.models.rolling_ball import RollingBall
+from jaxrigid.nonholonomic import LagrangeDAlembertSystem
 from jaxrigid.reference import rigid_body_reference
 
 ALL_METHODS = list(RIGID_BODY_METHODS)
@@ -55,3 +60,22 @@ def state_error(a, b):
         float(jnp.linalg.norm(a.Pi - b.Pi)),
         float(jnp.linalg.norm(a.R - b.R, ord=2)),
     )
+
+
+class Heun(AbstractIntegrator):
+    """Explicit second-order Runge–Kutta (Heun) on `vector_field`, a unit quaternion `q`
+    renormalised (the rolling ball): an explicit method of the nonholonomic integrators' order
+    that preserves nothing, the contrast of their energy tests."""
+
+    name: ClassVar[str] = "heun-test"
+    order: ClassVar[int] = 2
+    model_types: ClassVar[tuple[type, ...]] = (RollingBall, LagrangeDAlembertSystem)
+
+    def step(self, model, state, solver_state, t, dt):
+        k1 = model.vector_field(t, state)
+        mid = jax.tree.map(lambda y, k: y + dt * k, state, k1)
+        k2 = model.vector_field(t + dt, mid)
+        out = jax.tree.map(lambda y, a, b: y + 0.5 * dt * (a + b), state, k1, k2)
+        if isinstance(model, RollingBall):
+            out = out._replace(q=quaternion.normalize(out.q))
+        return out, solver_state, explicit_info(state.q.dtype)

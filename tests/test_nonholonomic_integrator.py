@@ -11,7 +11,7 @@
   t = 10 of `two_circles_ball()` against scipy's DOP853 (`rtol = atol = 1e-13`) of the model's
   `vector_field`.
 - Energy of the passive ball over 2·10⁴ steps: bounded (last window ≤ 2× first), where an
-  explicit method of the same order (Heun, written here) fails the same check.
+  explicit method of the same order (Heun, `tests/helpers.py`) fails the same check.
 - Newton's outcome in `simulate(...).outcome`, failures reported; `vmap` = loop; `jit` = eager
   and `jax.grad` of the final contact point w.r.t. a control amplitude = central differences; a
   float32 run.
@@ -19,17 +19,16 @@
 
 import functools
 import math
-from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import Heun
 from scipy.integrate import solve_ivp
 
 from jaxrigid.controls import ConstantControl
-from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
 from jaxrigid.integrators.nonholonomic_lie import (
     NonholonomicDLA,
     contact_momentum,
@@ -38,7 +37,6 @@ from jaxrigid.integrators.nonholonomic_lie import (
 from jaxrigid.lie import quaternion
 from jaxrigid.models.rolling_ball import (
     TWO_CIRCLES_T_END,
-    RollingBall,
     RollingBallState,
     rolling_ball_state,
     two_circles_ball,
@@ -314,23 +312,6 @@ def test_external_force_against_dop853():
 
 
 # --- energy -------------------------------------------------------------------------------------
-
-
-class Heun(AbstractIntegrator):
-    """Explicit second-order Runge–Kutta (Heun) on `vector_field`, `q` renormalised: an
-    explicit method of DLA's order that preserves nothing, for contrast."""
-
-    name: ClassVar[str] = "heun-test"
-    order: ClassVar[int] = 2
-    model_types: ClassVar[tuple[type, ...]] = (RollingBall,)
-
-    def step(self, model, state, solver_state, t, dt):
-        k1 = model.vector_field(t, state)
-        mid = jax.tree.map(lambda y, k: y + dt * k, state, k1)
-        k2 = model.vector_field(t + dt, mid)
-        out = jax.tree.map(lambda y, a, b: y + 0.5 * dt * (a + b), state, k1, k2)
-        info = explicit_info(state.q.dtype)
-        return out._replace(q=quaternion.normalize(out.q)), solver_state, info
 
 
 def _window_errors(model, sol, window):

@@ -35,19 +35,18 @@ import functools
 import json
 import pathlib
 import re
-from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import Heun
 from scipy.integrate import solve_ivp
 
 import jaxrigid as jr
 from jaxrigid.cases import get_case
 from jaxrigid.integrators import REGISTRY, methods_for
-from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
 from jaxrigid.integrators.nonholonomic_midpoint import (
     MidpointDLA,
     discrete_constraint_residual,
@@ -418,21 +417,6 @@ def test_passive_ball_energy_over_1e5_steps():
     assert (last - first) * 50 <= last_r - first_r, (first, last, first_r, last_r)
     q_norm = jnp.linalg.norm(sol.states.q, axis=-1)
     assert float(jnp.max(jnp.abs(q_norm - 1.0))) <= 1e-13
-
-
-class Heun(AbstractIntegrator):
-    """Explicit second-order Runge–Kutta (Heun) on `vector_field`: for contrast."""
-
-    name: ClassVar[str] = "heun-test"
-    order: ClassVar[int] = 2
-    model_types: ClassVar[tuple[type, ...]] = (LagrangeDAlembertSystem,)
-
-    def step(self, model, state, solver_state, t, dt):
-        k1 = model.vector_field(t, state)
-        mid = jax.tree.map(lambda y, k: y + dt * k, state, k1)
-        k2 = model.vector_field(t + dt, mid)
-        out = jax.tree.map(lambda y, a, b: y + 0.5 * dt * (a + b), state, k1, k2)
-        return out, solver_state, explicit_info(state.q.dtype)
 
 
 def _sleigh_energy_errors(integrator, h, n):

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _linalg, results
-from ..lie import so3
+from ..lie import quaternion, so3
 from ..models.rolling_ball import RollingBall
 from ..results import RESULTS
 from .base import AbstractIntegrator, explicit_info
@@ -247,52 +247,6 @@ largest residual 1.1e-15; at order 9 it is 8e-6) and the order is measured in th
 
 # --- the step ---------------------------------------------------------------------------------
 
-_HALF_ANGLE_SIN = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(11))
-_HALF_ANGLE_VERSIN = tuple((-1) ** k / math.factorial(2 * k + 2) for k in range(11))
-# 11 terms each: sin φ/φ and (1 − cos φ)/φ² exact to round-off for φ ≤ π/2 (the first term
-# left out is below 1e-18 there), as in `so3._rodrigues_coefficients`.
-
-
-def _poly(x, coeffs):
-    out = jnp.zeros_like(x) + coeffs[-1]
-    for c in coeffs[-2::-1]:
-        out = out * x + c
-    return out
-
-
-def _exp_minus_one(theta):
-    """`exp Θ − 1` as a quaternion, `(cos φ − 1, (sin φ/φ) Θ/2)`, `φ = |Θ|/2`: the increment
-    `q₀ ⊗ exp Θ − q₀ = q₀ ⊗ (exp Θ − 1)` is formed without rounding `1 + …`. Branch-free
-    series in `φ²` (exact to round-off for `|Θ| ≤ π`; smooth, so derivatives are finite at 0)."""
-    t0, t1, t2 = theta[..., 0], theta[..., 1], theta[..., 2]
-    y = 0.25 * (t0 * t0 + t1 * t1 + t2 * t2)
-    half_sinc = 0.5 * _poly(y, _HALF_ANGLE_SIN)
-    return jnp.stack(
-        [-y * _poly(y, _HALF_ANGLE_VERSIN), half_sinc * t0, half_sinc * t1, half_sinc * t2],
-        axis=-1,
-    )
-
-
-def _multiply(p, q):
-    """Hamilton product, component by component (fuses under an ensemble `vmap`)."""
-    pw, px, py, pz = (p[..., k] for k in range(4))
-    qw, qx, qy, qz = (q[..., k] for k in range(4))
-    return jnp.stack(
-        [
-            pw * qw - px * qx - py * qy - pz * qz,
-            pw * qx + px * qw + py * qz - pz * qy,
-            pw * qy - px * qz + py * qw + pz * qx,
-            pw * qz + px * qy - py * qx + pz * qw,
-        ],
-        axis=-1,
-    )
-
-
-def _compose_exp(q0, theta):
-    """`q₀ ⊗ exp Θ`, as `q₀ + q₀ ⊗ (exp Θ − 1)` (see `so3.compose_exp`: rounding the small
-    increment, not `1 + …`, keeps the norm's error a random walk)."""
-    return q0 + _multiply(q0, _exp_minus_one(theta))
-
 
 def _weighted_sum(h, weights, buffer):
     """`h Σⱼ wⱼ Bⱼ` over the leading (stage) axis of `buffer`."""
@@ -341,7 +295,7 @@ class AbstractQuaternionRKMK(AbstractIntegrator):
             k, l, theta_sq = carry
             theta = _weighted_sum(h, a[i], k)
             Y = jax.tree_util.tree_map(lambda y, B: y + _weighted_sum(h, a[i], B), y0, l)
-            Y = Y._replace(q=_compose_exp(q0, theta))
+            Y = Y._replace(q=quaternion.compose_exp(q0, theta))
             k_i = so3.dexpinv_apply(-theta, model.angular_velocity(Y))
             l_i = model.vector_field(t + c[i] * h, Y)._replace(q=None)
             k = k.at[i].set(k_i)
@@ -352,7 +306,7 @@ class AbstractQuaternionRKMK(AbstractIntegrator):
         k, l, theta_sq = jax.lax.fori_loop(0, tab.stages, stage, init)
         theta = _weighted_sum(h, b, k)
         y1 = jax.tree_util.tree_map(lambda y, B: y + _weighted_sum(h, b, B), y0, l)
-        state1 = y1._replace(q=_compose_exp(q0, theta))
+        state1 = y1._replace(q=quaternion.compose_exp(q0, theta))
         within = jnp.maximum(theta_sq, _linalg.dot(theta, theta)) <= math.pi**2
         info = explicit_info(dtype)
         info = info._replace(result=results.where(~within, RESULTS.step_bound_broken, info.result))

@@ -16,15 +16,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .so3 import _poly
+
 # θ² below which sin θ/θ and θ/sin θ use their series (5 terms: exact to 1e-17 there).
 _SERIES_X = 1e-2
-
-
-def _poly(x, coeffs):
-    out = jnp.zeros_like(x) + coeffs[-1]
-    for c in coeffs[-2::-1]:
-        out = out * x + c
-    return out
 
 
 def _sinc(x):
