@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -64,12 +65,25 @@ def test_json_report(short_run):
 
 
 def test_progress_lines(short_run):
-    """Progress on stderr: one line per iteration here (4 ≤ 25), with iteration, cost (the
-    augmented Lagrangian) and gradient norm; stdout holds the JSON alone."""
-    _, stderr, _ = short_run
-    lines = [line for line in stderr.splitlines() if line.startswith("iteration ")]
-    assert [line.split()[1] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
-    assert all("cost (L_A)" in line and "|grad|" in line for line in lines)
+    """Progress on stderr: a `tqdm` bar (`jaxrigid.progress`). stderr is not a terminal here,
+    so the bar is redrawn at most every few seconds (`\\r`-separated lines) and closing it
+    writes the final line: `compiling ...` before the first iteration, then the count reaching
+    4/4 with the least augmented Lagrangian of the two starts (`best L_A`, at most the best
+    start's final `L_A` in the npz history) and a gradient norm; the count never exceeds 4
+    (two callbacks per iteration under `vmap`, one step). stdout holds the JSON alone."""
+    _, stderr, out = short_run
+    bars = [line.strip() for line in stderr.splitlines() if "%|" in line]
+    assert len(bars) >= 2 and stderr.endswith("\n")
+    assert "0/4" in bars[0] and "compiling ..." in bars[0]
+    counts = [int(re.search(r"\| (\d+)/4 \[", line).group(1)) for line in bars]
+    assert counts == sorted(counts) and counts[-1] == 4
+    final = re.search(r"best L_A=(\S+), \|grad\|=(\S+)\]$", bars[-1])
+    assert bars[-1].startswith("reach-point: 100%|") and final, bars[-1]
+    value, grad_norm = float(final.group(1)), float(final.group(2))
+    with np.load(out / "reach-point.npz") as z:
+        best_final = float(z["lagrangian_history"][-1])
+    assert np.isfinite(value) and value <= best_final + 1e-5 * abs(best_final)
+    assert np.isfinite(grad_norm) and grad_norm >= 0.0
 
 
 def test_files(short_run):

@@ -5,15 +5,16 @@
                              [--out DIR] [--json]
 
 Runs the augmented-Lagrangian optimiser (`jaxrigid.control.optimise`; `multi_start` when
-`K > 1`, the best feasible start kept), shows progress on stderr (one line per reported
-iteration: iteration, augmented cost `L_A`, gradient norm; plain lines, as neither `tqdm` nor
-`rich` is a dependency), re-simulates the optimised control with a different integrator at a
-4× finer step (DLA for the RKMK methods, RKMK4 for DLA; saved at every fine step, so a
-tracking problem's re-simulated miss is its max error over the fine times), and writes
-`DIR/PROBLEM.npz` (`t` every step, `theta`, `theta_dot`, `theta_ddot` `(n_t, n_masses)`, `x`
-`(n_t, 3)`, `q`, `Omega`, `coefficients`, `target`, the re-simulated `resimulated_t`,
-`resimulated_x`, and the iteration histories) and `DIR/PROBLEM.png` (the path against the
-target and the obstacles, the controls θᵢ(t) and θ̈ᵢ(t)).
+`K > 1`, the best feasible start kept), shows progress on stderr (a `tqdm` bar,
+`jaxrigid.progress.OptimiserProgress`: iterations done of `N`, augmented cost `L_A` (with
+several starts the least over them), gradient norm; when stderr is not a terminal a line every
+few seconds and always the final one), re-simulates the optimised control with a different
+integrator at a 4× finer step (DLA for the RKMK methods, RKMK4 for DLA; saved at every fine
+step, so a tracking problem's re-simulated miss is its max error over the fine times), and
+writes `DIR/PROBLEM.npz` (`t` every step, `theta`, `theta_dot`, `theta_ddot`
+`(n_t, n_masses)`, `x` `(n_t, 3)`, `q`, `Omega`, `coefficients`, `target`, the re-simulated
+`resimulated_t`, `resimulated_x`, and the iteration histories) and `DIR/PROBLEM.png` (the path
+against the target and the obstacles, the controls θᵢ(t) and θ̈ᵢ(t)).
 
 `--iterations N` is the number of L-BFGS iterations in all: the problem's inner count
 (`default_settings`) per multiplier update, `ceil(N / inner)` updates (an `N` below the inner
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..progress import OptimiserProgress
 from .errors import RunError, UsageError, warn
 from .output import _jsonable, make_out_dir
 
@@ -103,40 +105,6 @@ def _settings(name: str, iterations: int | None):
     )
 
 
-class _Progress:
-    """Progress lines on stderr: `iteration i/N  cost (L_A) v  |grad| g`, about 25 a run
-    (every iteration when there are few); with several starts, the least `L_A` over them and
-    that start's gradient norm. The callback comes from the compiled program
-    (`jax.debug.callback`), once per start under `vmap`."""
-
-    def __init__(self, n_inner: int, total: int, starts: int, enabled: bool = True):
-        self.n_inner, self.total, self.starts = n_inner, total, starts
-        self.every = max(1, math.ceil(total / 25))
-        self.pending: dict[int, list] = {}
-        self.enabled = enabled
-        self.t0 = time.perf_counter()
-
-    def __call__(self, outer, inner, value, grad_norm):
-        i = int(outer) * self.n_inner + int(inner) + 1
-        values, grads = np.ravel(np.asarray(value)), np.ravel(np.asarray(grad_norm))
-        seen = self.pending.setdefault(i, [])
-        seen += list(zip(values.tolist(), grads.tolist()))
-        if len(seen) < self.starts:
-            return
-        del self.pending[i]
-        if not self.enabled or (i % self.every and i not in (1, self.total)):
-            return
-        finite = [s for s in seen if math.isfinite(s[0])] or seen
-        v, g = min(finite, key=lambda s: s[0])
-        best = " (best start)" if self.starts > 1 else ""
-        print(
-            f"iteration {i}/{self.total}  cost (L_A) {v:.6g}{best}  |grad| {g:.3e}"
-            f"  {time.perf_counter() - self.t0:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
 def _dense(problem, p, integrator=None, refine: int = 1):
     """The trajectory saved at every step of `dt/refine`."""
     from ..control.costs import rollout
@@ -177,23 +145,24 @@ def cmd_control(args) -> int:
     make_out_dir(out)
 
     total = settings.n_outer * settings.n_inner
-    progress = _Progress(settings.n_inner, total, args.starts)
     p0s = initial_guesses(problem, args.starts, seed=args.seed)
     print(
         f"{name}: {method}, dt = {problem.dt:g}, {args.starts} start(s), {total} iterations "
-        f"({settings.n_outer} × {settings.n_inner}); compiling ...",
+        f"({settings.n_outer} × {settings.n_inner})",
         file=sys.stderr,
         flush=True,
     )
     start = time.perf_counter()
-    if args.starts == 1:
-        res = optimise(problem, p0s[0], settings, callback=progress)
-        spread = None
-    else:
-        ms = multi_start(problem, p0s, settings, tolerance=problem.tolerance, callback=progress)
-        res, spread = ms.best, {k: np.asarray(v) for k, v in ms.spread.items()}
-        spread["best_index"] = int(ms.best_index)
-    res = jax.block_until_ready(res)
+    with OptimiserProgress(settings, starts=args.starts, desc=name, file=sys.stderr) as progress:
+        if args.starts == 1:
+            res = optimise(problem, p0s[0], settings, callback=progress)
+            spread = None
+        else:
+            ms = multi_start(problem, p0s, settings, tolerance=problem.tolerance, callback=progress)
+            res, spread = ms.best, {k: np.asarray(v) for k, v in ms.spread.items()}
+            spread["best_index"] = int(ms.best_index)
+        res = jax.block_until_ready(res)
+        jax.effects_barrier()  # every progress callback has run before the bar closes
     seconds = time.perf_counter() - start
     p = res.coefficients
     if not bool(jnp.all(jnp.isfinite(p))):
