@@ -31,6 +31,20 @@ class AbstractObserver(eqx.Module):
         """The carry after the step from `state` at `t` to `next_state` at `t + dt`."""
 
 
+class InvariantDrift(AbstractObserver):
+    """The model's `invariants` at the start and the largest `|I(t) − I(0)|` over every step:
+    the carry is `(initial, largest)`, two dicts by invariant name."""
+
+    def init(self, model, state0, t0):
+        initial = model.invariants(t0, state0)
+        return initial, jax.tree_util.tree_map(jnp.zeros_like, initial)
+
+    def update(self, model, carry, state, next_state, t, dt):
+        initial, largest = carry
+        now = model.invariants(t + dt, next_state)
+        return initial, {k: jnp.maximum(largest[k], jnp.abs(now[k] - initial[k])) for k in now}
+
+
 class PoincarePoints(NamedTuple):
     """The carry of `PoincareSection` (per ensemble member in `solution.observations`).
 

@@ -12,6 +12,8 @@ from .control import cmd_control
 from .errors import RunError, UsageError
 from .lookups import _find_case
 from .run import cmd_run
+from .sweep import add_parser as add_sweep_parser
+from .sweep import cmd_sweep
 
 # ----------------------------------------------------------------------------------------
 # Argument parsing
@@ -25,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"jaxrigid {__version__}")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{cases,methods,run,control}"
+        dest="command", required=True, metavar="{cases,methods,run,control,sweep}"
     )
 
     p = sub.add_parser("cases", help="list the built-in cases, or show one")
@@ -50,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="jaxrigid-out", help="output directory")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_control_parser(sub)
+    add_sweep_parser(sub)
     return parser
 
 
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     jax.config.update("jax_enable_x64", True)
     commands = {"cases": cmd_cases, "methods": cmd_methods, "run": cmd_run}
     commands["control"] = cmd_control
+    commands["sweep"] = cmd_sweep
     try:
         return commands[args.command](args)
     except UsageError as err:

@@ -1,0 +1,86 @@
+"""Parameter sweeps: a named case swept over axes of its parameters (initial conditions and
+model parameters), run in chunks into a resumable zarr store (issue 15).
+
+    axes = (Grid("Omega1", -1, 1, 100), Grid("Omega2", -1, 1, 100))
+    sweep = Sweep("krysl-torque-free", axes=axes)
+    run(sweep, "out/")            # or: jaxrigid sweep SPEC.toml --out out/
+    data = load("out/")           # {name: array shaped like the sweep}; to_xarray("out/")
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .axes import Grid as Grid
+from .axes import LatinHypercube as LatinHypercube
+from .axes import RandomSample as RandomSample
+from .axes import Table as Table
+from .axes import Values as Values
+from .run import plan as plan
+from .run import run as run
+from .spec import Keep as Keep
+from .spec import Sweep as Sweep
+from .spec import load_spec as load_spec
+from .store import Store, SweepStoreError
+
+__all__ = [
+    "Grid",
+    "Keep",
+    "LatinHypercube",
+    "RandomSample",
+    "Sweep",
+    "SweepStoreError",
+    "Table",
+    "Values",
+    "describe",
+    "load",
+    "load_spec",
+    "plan",
+    "run",
+    "to_xarray",
+]
+
+
+def describe(path) -> dict:
+    """The store's attributes: the sweep's description, chunk size, method, step, versions."""
+    return Store.open(path).attrs
+
+
+def load(path) -> dict[str, np.ndarray]:
+    """The results at `path`: `{name: array of shape (*sweep shape, ...)}` plus `"finished"`
+    (bool, per member: its chunk finished; unfinished members hold NaN, integers −1)."""
+    store = Store.open(path)
+    attrs = store.attrs
+    shape, n, size = tuple(attrs["shape"]), attrs["n_members"], attrs["chunk_size"]
+    finished = np.zeros(n, bool)
+    for i in store.finished():
+        finished[i * size : (i + 1) * size] = True
+    out = {k: v.reshape(shape + v.shape[1:]) for k, v in store.arrays().items()}
+    out["finished"] = finished.reshape(shape)
+    return out
+
+
+def to_xarray(path):
+    """The results at `path` as an `xarray.Dataset` (xarray is an optional dependency: the
+    `sweep` extra): one dimension per axis, the swept parameters as coordinates."""
+    try:
+        import xarray as xr
+    except ImportError as err:
+        raise ImportError("to_xarray needs xarray: pip install 'jaxrigid[sweep]'") from err
+    from .spec import Sweep
+
+    attrs = describe(path)
+    sweep = Sweep.from_dict(attrs["sweep"])
+    dims = [a.dim for a in sweep.axes]
+    data = load(path)
+    coords = {}
+    for axis in sweep.axes:
+        for name, values in axis.coordinates().items():
+            coords[name] = ((axis.dim,), values)
+    variables = {}
+    for key, value in data.items():
+        if key.startswith("param/"):
+            continue
+        extra = [f"{key.replace('/', '_')}_{i}" for i in range(value.ndim - len(dims))]
+        variables[key.replace("/", "_")] = (dims + extra, value)
+    return xr.Dataset(variables, coords=coords, attrs={"sweep": str(attrs["sweep"])})

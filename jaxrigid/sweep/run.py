@@ -1,0 +1,324 @@
+"""Running a sweep in chunks into its store, resumably (issue 15).
+
+Every chunk holds `chunk_size` members (the last one padded by repeating its last member, the
+padding dropped before writing), so one compiled program serves the whole sweep and a member's
+result does not depend on which chunk it fell in or on where a run was interrupted: a resumed
+sweep equals an uninterrupted one bit for bit. A chunk is one jitted function: the members'
+parameters (from the axes, by member index) → the case's `build`, `vmap`ped → `simulate` with
+`model_axes=0` → the kept quantities.
+
+Before any work starts every member is checked: the parameter names against the case, the
+method against the case's model, and each member's values (the model's and the state's value
+checks, e.g. a non-SPD inertia) by a jitted pass over the chunks that only builds; a bad member
+is named by its index and its parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _checks
+from ..observers import InvariantDrift
+from ..simulation import simulate
+from .axes import member_values
+from .spec import Sweep
+from .store import Store, SweepStoreError
+
+__all__ = ["Plan", "chunk_size_for", "plan", "run", "validate"]
+
+DEFAULT_MEMORY_FRACTION = 0.25  # of the device's memory a chunk may use (CPU: of the host's)
+MAX_CHUNK = 1 << 20  # members: bounds the work lost to a kill and keeps progress visible
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A validated sweep: the case, its fixed parameters, the integrator, `dt`, `n_steps`."""
+
+    sweep: Sweep
+    case: object
+    fixed: dict
+    integrator: object
+    method: str
+    dt: float
+    t_end: float
+    n_steps: int
+
+    @property
+    def dtype(self):
+        return jnp.dtype(self.sweep.dtype)
+
+
+def plan(sweep: Sweep) -> Plan:
+    """Resolve and check a sweep's case, parameters, method and step (`ValueError` naming the
+    offending entry); no member is built."""
+    from ..cases import get_case
+    from ..cli.errors import UsageError
+    from ..cli.run import step_plan
+    from ..integrators import get_method
+
+    try:
+        case = get_case(sweep.case)
+    except (KeyError, ValueError) as err:
+        raise ValueError(f"sweep spec: case: {err}") from None
+    fixed = case.resolve(sweep.set)  # ValueError naming an unknown [set] parameter
+    seen: dict[str, str] = {}
+    for axis in sweep.axes:
+        for name in axis.names:
+            if name not in fixed:
+                raise ValueError(
+                    f"sweep spec: axis {axis.dim!r} sweeps {name!r}, which case {case.name} does "
+                    f"not have; its parameters: {', '.join(fixed)}"
+                )
+            if name in seen:
+                raise ValueError(f"sweep spec: parameter {name!r} is swept by two axes")
+            if name in sweep.set:
+                raise ValueError(f"sweep spec: parameter {name!r} is both [set] and swept")
+            seen[name] = axis.dim
+    method = sweep.method or case.default_method
+    try:
+        integrator = get_method(method, case.family)
+    except (KeyError, ValueError) as err:
+        raise ValueError(f"sweep spec: method: {err}") from None
+    if not case.accepts(integrator):
+        raise ValueError(
+            f"sweep spec: method {method} does not integrate case {case.name}; methods that "
+            f"do: {', '.join(case.methods())}"
+        )
+    try:
+        dt, t_end, n_steps = step_plan(case, sweep.t_end, sweep.dt)
+    except UsageError as err:
+        raise ValueError(f"sweep spec: {err}".replace("--t-end", "t_end").replace("--dt", "dt"))
+    return Plan(sweep, case, fixed, integrator, integrator.name, dt, t_end, n_steps)
+
+
+# --- one chunk --------------------------------------------------------------------------
+
+
+def _parameters(p: Plan, indices: np.ndarray) -> dict[str, np.ndarray]:
+    """Every case parameter of the members at `indices` (fixed ones broadcast), float64."""
+    swept = member_values(p.sweep.axes, indices)
+    n = len(indices)
+    return {k: swept[k] if k in swept else np.full(n, v) for k, v in p.fixed.items()}
+
+
+def _build(p: Plan, params):
+    """`(model, state0)` of the members, each leaf with the members' leading axis."""
+    params = {k: jnp.asarray(v, p.dtype) for k, v in params.items()}
+    return jax.vmap(p.case.build)(params)
+
+
+def _reduced_checks(p: Plan, params, messages: list):
+    """Each member's value checks (`simulate`'s: `dt`, the model's and the state's), reduced
+    over the members (`_checks._reduce_all`). The checks' messages and whether they quote a
+    value are filled into `messages` when this is traced (they are Python strings)."""
+    from ..simulation import _value_checks
+
+    model, state0 = _build(p, params)
+
+    def one(m, s):
+        checks = _value_checks(m, s, 0.0, p.dt)
+        messages[:] = [(c.message, c.value is not None) for c in checks]
+        zero = jnp.zeros((), p.dtype)
+        return [c.bad for c in checks], [zero if c.value is None else c.value for c in checks]
+
+    flags, values = jax.vmap(one)(model, state0)
+    return _checks._reduce_all([_checks.Check(b, "", v) for b, v in zip(flags, values)])
+
+
+def _kept(p: Plan, params):
+    """One chunk: build, simulate, and the kept quantities `{name: (k, ...)}`."""
+    model, state0 = _build(p, params)
+    keep = p.sweep.keep
+    observer = InvariantDrift() if keep.invariants else None
+    sol = simulate(
+        p.integrator,
+        model,
+        state0,
+        jnp.asarray(p.dt, p.dtype),
+        p.n_steps,
+        save_every=p.n_steps,
+        model_axes=0,
+        observer=observer,
+    )
+    out = {}
+    if keep.final_state:
+        for path, leaf in jax.tree_util.tree_flatten_with_path(sol.final_state)[0]:
+            out["final/" + _leaf_name(path)] = leaf
+    if keep.invariants:
+        initial, largest = sol.observations
+        t_end = jnp.asarray(p.dt * p.n_steps, p.dtype)
+        final = jax.vmap(lambda m, s: m.invariants(t_end, s))(model, sol.final_state)
+        for name in initial:
+            out[f"drift_final/{name}"] = jnp.abs(final[name] - initial[name])
+            out[f"drift_max/{name}"] = largest[name]
+    if keep.outcome:
+        out["outcome/result"] = sol.outcome.result
+        out["outcome/first_failure"] = sol.outcome.first_failure
+    return out
+
+
+def _leaf_name(path) -> str:
+    return ".".join(str(getattr(k, "name", getattr(k, "key", getattr(k, "idx", k)))) for k in path)
+
+
+# --- chunking ---------------------------------------------------------------------------
+
+
+def _memory_budget() -> int:
+    device = jax.devices()[0]
+    stats = getattr(device, "memory_stats", lambda: None)()
+    if stats and "bytes_limit" in stats:
+        return int(DEFAULT_MEMORY_FRACTION * stats["bytes_limit"])
+    try:
+        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        host = 8 << 30
+    return int(DEFAULT_MEMORY_FRACTION * host)
+
+
+def chunk_size_for(p: Plan, probe: int = 256) -> tuple[int, float]:
+    """`(chunk_size, bytes per member)`: the per-member footprint measured from the compiled
+    chunk program of `probe` members (`memory_analysis`: arguments, outputs and temporaries),
+    and the largest chunk within `DEFAULT_MEMORY_FRACTION` of the device's memory (at most
+    `MAX_CHUNK`, at most the sweep)."""
+    params = _parameters(p, np.arange(probe) % p.sweep.n_members)
+    compiled = jax.jit(lambda q: _kept(p, q)).lower(params).compile()
+    mem = compiled.memory_analysis()
+    total = sum(
+        getattr(mem, k, 0) or 0
+        for k in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes")
+    )
+    per_member = max(total / probe, 1.0)
+    size = int(min(MAX_CHUNK, p.sweep.n_members, max(1, _memory_budget() // per_member)))
+    return size, per_member
+
+
+def _chunks(n_members: int, size: int):
+    for index, start in enumerate(range(0, n_members, size)):
+        yield index, start, min(start + size, n_members)
+
+
+def _padded(start, stop, size):
+    """The member indices of a chunk, padded to `size` by repeating the last."""
+    return np.minimum(np.arange(start, start + size), stop - 1)
+
+
+def validate(p: Plan, size: int) -> None:
+    """Every member's value checks, chunk by chunk, before any work starts: `ValueError`
+    naming the first bad member by index and parameters."""
+    messages: list = []
+    check = jax.jit(lambda q: _reduced_checks(p, q, messages))
+    for _, start, stop in _chunks(p.sweep.n_members, size):
+        reduced = check(_parameters(p, _padded(start, stop, size)))
+        for (bad, first, _, value), (message, quoted) in zip(reduced, messages):
+            if bool(bad):
+                member = start + int(first)
+                at = _parameters(p, np.array([member]))
+                swept = {n: float(at[n][0]) for a in p.sweep.axes for n in a.names}
+                text = message + (f" (got {float(value):.6g})" if quoted else "")
+                raise ValueError(f"sweep member {member} {swept}: {text}")
+
+
+# --- run --------------------------------------------------------------------------------
+
+
+def _attrs(p: Plan, size: int, per_member: float) -> dict:
+    import jaxrigid
+
+    return {
+        "sweep": p.sweep.describe(),
+        "shape": list(p.sweep.shape),
+        "dims": [a.dim for a in p.sweep.axes],
+        "n_members": p.sweep.n_members,
+        "chunk_size": size,
+        "bytes_per_member": per_member,
+        "method": p.method,
+        "dt": p.dt,
+        "t_end": p.t_end,
+        "n_steps": p.n_steps,
+        "versions": {"jaxrigid": jaxrigid.__version__, "jax": jax.__version__},
+    }
+
+
+def _layout(p: Plan, size: int, fn) -> dict:
+    params = _parameters(p, np.arange(size) % p.sweep.n_members)
+    shapes = jax.eval_shape(fn, params)
+    layout = {f"param/{k}": ((), np.float64) for k in p.fixed}
+    layout.update({k: (v.shape[1:], v.dtype) for k, v in shapes.items()})
+    return layout
+
+
+def run(sweep: Sweep, out, *, resume: bool = False, progress: bool = True) -> Path:
+    """Run `sweep` into the store at `out` (a directory); returns its path.
+
+    `resume`: continue the store at `out` (it must hold this sweep), computing only the
+    unfinished chunks; without it an existing store is an error. Raises `ValueError` for a bad
+    spec or member before any work, `SweepStoreError` when the store cannot be written."""
+    out = Path(out)
+    p = plan(sweep)
+    fn = jax.jit(lambda q: _kept(p, q))
+    if Store.exists(out):
+        if not resume:
+            raise SweepStoreError(f"{out} already holds a sweep store: pass resume=True / --resume")
+        store = Store.open(out, mode="r+")
+        if store.attrs.get("sweep") != _roundtrip(sweep.describe()):
+            raise ValueError(f"{out} holds a different sweep; its spec: {store.attrs['sweep']}")
+        size = int(store.attrs["chunk_size"])
+    else:
+        if sweep.chunk_size:
+            size, per_member = min(sweep.chunk_size, sweep.n_members), float("nan")
+        else:
+            size, per_member = chunk_size_for(p)
+        validate(p, size)
+        attrs, layout = _attrs(p, size, per_member), _layout(p, size, fn)
+        store = Store.create(out, attrs, layout, sweep.n_members, size)
+    done = store.finished()
+    todo = [c for c in _chunks(sweep.n_members, size) if c[0] not in done]
+    bar = _progress(sweep.n_members, _done_members(done, size, sweep.n_members), progress)
+
+    def launch(chunk):
+        """Dispatch a chunk (asynchronously: the device works while the host writes)."""
+        index, start, stop = chunk
+        params = _parameters(p, _padded(start, stop, size))
+        return chunk, params, fn(params)
+
+    try:
+        pending = launch(todo[0]) if todo else None
+        for k in range(len(todo)):
+            (index, start, stop), params, result = pending
+            pending = launch(todo[k + 1]) if k + 1 < len(todo) else None
+            rows = stop - start
+            arrays = {f"param/{name}": v[:rows] for name, v in params.items()}
+            arrays.update({name: np.asarray(v)[:rows] for name, v in result.items()})
+            store.write_chunk(index, start, arrays)
+            bar.update(rows)
+    finally:
+        bar.close()
+    return out
+
+
+def _done_members(done, size, n) -> int:
+    return sum(min(size, n - i * size) for i in done)
+
+
+def _roundtrip(d):
+    """A description as the store's JSON attributes give it back (tuples become lists)."""
+    import json
+
+    return json.loads(json.dumps(d))
+
+
+def _progress(total, initial, enabled):
+    """Members done, members per second and time left (`jaxrigid.progress`, tqdm)."""
+    from ..progress import progress_bar
+
+    return progress_bar(
+        total, desc="sweep", unit="member", unit_scale=True, initial=initial,
+        smoothing=0.1, disable=not enabled,
+    )  # fmt: skip

@@ -1,0 +1,134 @@
+"""A sweep's description: a named case, the method and step, fixed parameter values, the axes,
+and what to keep per member (issue 15). Written to the store with the results, so a sweep is
+reproducible from its output alone (`Sweep.describe`, `Sweep.from_dict`).
+
+A spec file (TOML) is the same description:
+
+    case = "krysl-torque-free"
+    method = "IMIDM"            # default: the case's
+    dt = 0.01                   # default: the case's
+    t_end = 20.0                # default: the case's
+    dtype = "float64"
+    chunk_size = 65536          # default: chosen from the measured footprint
+
+    [set]                       # fixed parameters (default: the case's)
+    I12 = 0.0
+
+    [[axes]]
+    kind = "grid"
+    parameter = "Omega1"
+    start = -1.0
+    stop = 1.0
+    num = 1000
+
+    [keep]
+    final_state = true          # the state at t_end
+    invariants = true           # |I(t) − I(0)| at t_end and its maximum over every step
+    outcome = true              # the first failed step's cause (jaxrigid.results.RESULTS)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+from .axes import AbstractAxis, axis_of
+
+__all__ = ["Keep", "Sweep", "load_spec"]
+
+_DTYPES = ("float64", "float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Keep:
+    """What is stored per member: `final_state`, `invariants` (drift at the end and its
+    maximum over every step, by an observer inside the scan), `outcome` (cause code and the
+    first failed step)."""
+
+    final_state: bool = True
+    invariants: bool = True
+    outcome: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A case swept over `axes` (their Cartesian product, row-major). `set`: fixed parameter
+    values; `method`, `dt`, `t_end`: default the case's; `chunk_size`: members per chunk
+    (default: chosen from a measured per-member footprint, `jaxrigid.sweep.run`)."""
+
+    case: str
+    axes: tuple[AbstractAxis, ...]
+    method: str | None = None
+    dt: float | None = None
+    t_end: float | None = None
+    set: Mapping = dataclasses.field(default_factory=dict)
+    keep: Keep = Keep()
+    dtype: str = "float64"
+    chunk_size: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "axes", tuple(self.axes))
+        object.__setattr__(self, "set", {str(k): float(v) for k, v in dict(self.set).items()})
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        if self.chunk_size is not None and not (
+            isinstance(self.chunk_size, int) and self.chunk_size >= 1
+        ):
+            raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
+        for name in ("dt", "t_end"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.size for a in self.axes)
+
+    @property
+    def n_members(self) -> int:
+        return math.prod(self.shape)
+
+    def describe(self) -> dict:
+        """A plain dict (JSON/TOML-able) from which `from_dict` rebuilds the sweep."""
+        out = dict(case=self.case, axes=[a.describe() for a in self.axes], set=dict(self.set),
+                   keep=dataclasses.asdict(self.keep), dtype=self.dtype)  # fmt: skip
+        for name in ("method", "dt", "t_end", "chunk_size"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_dict(cls, spec: Mapping) -> Sweep:
+        """From a spec's dict (a parsed TOML file); `ValueError` naming an unknown key."""
+        spec = dict(spec)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise ValueError(f"sweep spec: unknown key(s) {unknown}; known: {sorted(known)}")
+        if "case" not in spec:
+            raise ValueError("sweep spec: missing key 'case'")
+        axes = spec.pop("axes", None)
+        if not axes:
+            raise ValueError("sweep spec: no [[axes]] given (a sweep needs at least one axis)")
+        keep = dict(spec.pop("keep", {}))
+        keep_known = {f.name for f in dataclasses.fields(Keep)}
+        if set(keep) - keep_known:
+            raise ValueError(
+                f"sweep spec: unknown [keep] key(s) {sorted(set(keep) - keep_known)}; "
+                f"known: {sorted(keep_known)}"
+            )
+        return cls(axes=tuple(axis_of(a) for a in axes), keep=Keep(**keep), **spec)
+
+
+def load_spec(path) -> Sweep:
+    """A `Sweep` from a TOML spec file."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            spec = tomllib.load(f)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path}: not valid TOML ({err})") from None
+    return Sweep.from_dict(spec)
