@@ -1,4 +1,4 @@
-"""`jaxrigid sweep SPEC.toml [--out DIR] [--resume]`: run a parameter sweep into a resumable
+"""`jaxrigid sweep SPEC.toml [--out DIR] [--resume] [--devices N]`: run a parameter sweep into a resumable
 store (`jaxrigid.sweep`); progress on stderr, a summary line on stdout."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ def add_parser(sub) -> None:
     p.add_argument("spec", help="the sweep's TOML spec (see examples/*.toml)")
     p.add_argument("--out", help="output directory (default: the spec's name beside it)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep")
+    p.add_argument("--devices", type=int, help="local devices to shard over (default: all)")
 
 
 def cmd_sweep(args) -> int:
@@ -30,7 +31,7 @@ def cmd_sweep(args) -> int:
         raise UsageError(f"{spec}: {err}") from None
     t = time.perf_counter()
     try:
-        run(sweep, out, resume=args.resume)
+        run(sweep, out, resume=args.resume, devices=args.devices)
     except ValueError as err:
         raise UsageError(f"{spec}: {err}") from None
     except SweepStoreError as err:

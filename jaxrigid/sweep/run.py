@@ -228,7 +228,7 @@ def validate(p: Plan, size: int) -> None:
 # --- run --------------------------------------------------------------------------------
 
 
-def _attrs(p: Plan, size: int, per_member: float) -> dict:
+def _attrs(p: Plan, size: int, per_member: float, devices) -> dict:
     import jaxrigid
 
     return {
@@ -238,6 +238,7 @@ def _attrs(p: Plan, size: int, per_member: float) -> dict:
         "n_members": p.sweep.n_members,
         "chunk_size": size,
         "bytes_per_member": per_member,
+        "devices": [str(d) for d in devices],
         "method": p.method,
         "dt": p.dt,
         "t_end": p.t_end,
@@ -254,15 +255,46 @@ def _layout(p: Plan, size: int, fn) -> dict:
     return layout
 
 
-def run(sweep: Sweep, out, *, resume: bool = False, progress: bool = True) -> Path:
+def _devices(devices: int | None):
+    local = jax.local_devices()
+    if devices is None:
+        return local
+    if not (isinstance(devices, int) and 1 <= devices <= len(local)):
+        raise ValueError(
+            f"devices must be between 1 and {len(local)} (local devices), got {devices!r}"
+        )
+    return local[:devices]
+
+
+def _chunk_program(p: Plan, devices):
+    """The jitted chunk: on one device, or with the members' axis sharded over `devices` (a
+    1-D mesh; the chunk size is a multiple of their number)."""
+    fn = lambda q: _kept(p, q)  # noqa: E731
+    if len(devices) == 1:
+        return jax.jit(fn)
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    members = NamedSharding(Mesh(np.array(devices), ("members",)), PartitionSpec("members"))
+    return jax.jit(fn, in_shardings=members, out_shardings=members)
+
+
+def _round_up(n: int, k: int) -> int:
+    return -(-n // k) * k
+
+
+def run(
+    sweep: Sweep, out, *, resume: bool = False, progress: bool = True, devices: int | None = None
+) -> Path:
     """Run `sweep` into the store at `out` (a directory); returns its path.
 
     `resume`: continue the store at `out` (it must hold this sweep), computing only the
-    unfinished chunks; without it an existing store is an error. Raises `ValueError` for a bad
-    spec or member before any work, `SweepStoreError` when the store cannot be written."""
+    unfinished chunks; without it an existing store is an error. `devices`: shard each chunk's
+    members over this many local devices (default: all). Raises `ValueError` for a bad spec
+    or member before any work, `SweepStoreError` when the store cannot be written."""
     out = Path(out)
     p = plan(sweep)
-    fn = jax.jit(lambda q: _kept(p, q))
+    devs = _devices(devices)
+    fn = _chunk_program(p, devs)
     if Store.exists(out):
         if not resume:
             raise SweepStoreError(f"{out} already holds a sweep store: pass resume=True / --resume")
@@ -270,13 +302,20 @@ def run(sweep: Sweep, out, *, resume: bool = False, progress: bool = True) -> Pa
         if store.attrs.get("sweep") != _roundtrip(sweep.describe()):
             raise ValueError(f"{out} holds a different sweep; its spec: {store.attrs['sweep']}")
         size = int(store.attrs["chunk_size"])
+        if size % len(devs):
+            raise ValueError(
+                f"{out} was run in chunks of {size} members, which {len(devs)} devices do not "
+                "divide: resume with a device count that does (--devices)"
+            )
     else:
         if sweep.chunk_size:
             size, per_member = min(sweep.chunk_size, sweep.n_members), float("nan")
         else:
             size, per_member = chunk_size_for(p)
+            size *= len(devs)  # the footprint is per device
+        size = _round_up(size, len(devs))
         validate(p, size)
-        attrs, layout = _attrs(p, size, per_member), _layout(p, size, fn)
+        attrs, layout = _attrs(p, size, per_member, devs), _layout(p, size, fn)
         store = Store.create(out, attrs, layout, sweep.n_members, size)
     done = store.finished()
     todo = [c for c in _chunks(sweep.n_members, size) if c[0] not in done]
