@@ -177,6 +177,24 @@ def aot_compile(fn, *args):
     return compiled, time.perf_counter() - t
 
 
+def memory_bytes(compiled) -> dict:
+    """`compiled.memory_analysis()` of an AOT-compiled program (`aot_compile`): temporaries
+    (the buffers a reverse pass keeps live), arguments and outputs, in bytes. An equinox
+    `Compiled` (`eqx.filter_jit(f).lower(...).compile()`) is unwrapped."""
+    stats = getattr(compiled, "compiled", compiled).memory_analysis()
+    return {
+        "temp_bytes": int(stats.temp_size_in_bytes),
+        "argument_bytes": int(stats.argument_size_in_bytes),
+        "output_bytes": int(stats.output_size_in_bytes),
+    }
+
+
+def loglog_slope(x, y) -> float:
+    """The exponent `a` of the least-squares fit `log y = a log x + b` (a power law)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
 @dataclasses.dataclass
 class Timing:
     """Every timed call's wall and process-CPU seconds, and the warm-up call's output."""

@@ -17,13 +17,12 @@ from __future__ import annotations
 import time
 
 import jax
-from _common import enable_x64_for, log, parser, write_results
+from _common import enable_x64_for, log, loglog_slope, memory_bytes, parser, write_results
 
 enable_x64_for("float64")
 
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 import jaxrigid as jr  # noqa: E402
 from jaxrigid.cases import get_case  # noqa: E402
@@ -42,21 +41,17 @@ def compiled_bytes(n_steps: int, checkpoint: bool) -> dict:
         return jnp.sum(sol.final_state.Pi) + jnp.sum(sol.final_state.R)
 
     t = time.perf_counter()
-    stats = jax.jit(jax.grad(loss)).lower(1.0).compile().memory_analysis()
+    compiled = jax.jit(jax.grad(loss)).lower(1.0).compile()
     return {
         "n_steps": n_steps,
         "checkpoint": checkpoint,
-        "temp_bytes": int(stats.temp_size_in_bytes),
-        "argument_bytes": int(stats.argument_size_in_bytes),
-        "output_bytes": int(stats.output_size_in_bytes),
+        **memory_bytes(compiled),
         "compile_seconds": time.perf_counter() - t,
     }
 
 
 def exponent(rows) -> float:
-    n = np.array([r["n_steps"] for r in rows], float)
-    b = np.array([r["temp_bytes"] for r in rows], float)
-    return float(np.polyfit(np.log(n), np.log(b), 1)[0])
+    return loglog_slope([r["n_steps"] for r in rows], [r["temp_bytes"] for r in rows])
 
 
 def main():
