@@ -1,7 +1,8 @@
 """Trajectory optimisation of the rolling ball's internal masses (issue 14; the model note
-`shared/models/rolling-ball.md`, "Optimal control"): parametrised controls, composable costs,
-an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and named
-problems."""
+`shared/models/rolling-ball.md`, "Optimal control"): parametrised controls `θ(t)`
+(prescribed masses) and actuations `u(t)` (dynamic masses, forces on the rails), composable
+costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and
+named problems (`mode="prescribed"` or `"dynamic"`)."""
 
 from .costs import AbstractCost as AbstractCost
 from .costs import CirclePath as CirclePath
@@ -22,11 +23,18 @@ from .optimise import MultiStartResult as MultiStartResult
 from .optimise import OptimiseResult as OptimiseResult
 from .optimise import multi_start as multi_start
 from .optimise import optimise as optimise
+from .parametrisations import AbstractParametrisedActuation as AbstractParametrisedActuation
 from .parametrisations import AbstractParametrisedControl as AbstractParametrisedControl
+from .parametrisations import BSplineActuation as BSplineActuation
 from .parametrisations import BSplineControl as BSplineControl
+from .parametrisations import FourierActuation as FourierActuation
 from .parametrisations import FourierControl as FourierControl
+from .problems import DEFAULT_STEP as DEFAULT_STEP
+from .problems import MODES as MODES
 from .problems import PROBLEMS as PROBLEMS
 from .problems import ControlProblem as ControlProblem
+from .problems import ParametrisedSlot as ParametrisedSlot
 from .problems import default_settings as default_settings
 from .problems import get_problem as get_problem
 from .problems import initial_guesses as initial_guesses
+from .problems import parametrised_slot as parametrised_slot

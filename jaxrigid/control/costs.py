@@ -16,7 +16,12 @@ condition holds, so a solution that satisfies it pays nothing) and a NaN-free di
 
 `rollout` runs `simulate` and returns a `Trajectory` of the saved states, and, when a term
 asks for it (`needs_contact`), the contact force `model.contact_force(t, state)` at each
-saved time (the multiplier of the rolling constraint; `RollingBall.contact_force`).
+saved time (the multiplier of the rolling constraint; `RollingBall.contact_force`, or
+`RollingBallUnreduced.contact_force`). The same terms serve both modes of the note: prescribed
+rail positions (`control` an `AbstractParametrisedControl`) and dynamic masses driven by
+forces (`control` an `AbstractParametrisedActuation`, the trajectory then also holding the
+masses' `θ`, `θ̇`); each term reads what it needs from the trajectory and the `control`
+argument (the parametrised object, whichever mode).
 """
 
 from __future__ import annotations
@@ -53,19 +58,24 @@ __all__ = [
 
 class Trajectory(NamedTuple):
     """`ts (n_t,)`; `q (n_t, 4)`, `Omega (n_t, 3)`, `x (n_t, 3)` the saved states;
-    `contact_force (n_t, 3)` (spatial, `RollingBall.contact_force`) or `None`."""
+    `contact_force (n_t, 3)` (spatial, the model's `contact_force`) or `None`; `theta`,
+    `theta_dot (n_t, n)`: the rail coordinates when they are part of the state (dynamic
+    masses, `RollingBallUnreducedState`), else `None`."""
 
     ts: jax.Array
     q: jax.Array
     Omega: jax.Array
     x: jax.Array
     contact_force: Any = None
+    theta: Any = None
+    theta_dot: Any = None
 
 
 def _observe(t, state):
-    """What `simulate` keeps at each saved time: the state's arrays (ten numbers; the
-    contact force, which needs the model, is formed from them afterwards)."""
-    return state.q, state.Omega, state.x
+    """What `simulate` keeps at each saved time: the state itself (ten numbers, plus `2n`
+    with dynamic masses; the contact force, which needs the model, is formed from them
+    afterwards)."""
+    return state
 
 
 def rollout(
@@ -94,14 +104,10 @@ def rollout(
         save=_observe,
         checkpoint=checkpoint,
     )
-    q, Omega, x = sol.states
-    F = None
-    if contact:
-        state_type = type(state0)
-        F = jax.vmap(lambda t, q, O, x: model.contact_force(t, state_type(q, O, x)))(
-            sol.ts, q, Omega, x
-        )
-    return Trajectory(sol.ts, q, Omega, x, F)
+    states = sol.states
+    F = jax.vmap(model.contact_force)(sol.ts, states) if contact else None
+    theta = getattr(states, "theta", None), getattr(states, "theta_dot", None)
+    return Trajectory(sol.ts, states.q, states.Omega, states.x, F, *theta)
 
 
 def trapezoid(values, ts):
@@ -232,7 +238,9 @@ class FinalRest(_ResidualCost):
 
 
 class Effort(AbstractCost):
-    """`∫₀ᵀ Σᵢ θ̈ᵢ² dt`, by the control's exact quadrature (`AbstractParametrisedControl.effort`)."""
+    """The control's own `effort()`, by its exact quadrature: `∫₀ᵀ Σᵢ θ̈ᵢ² dt` for prescribed
+    rail positions (`AbstractParametrisedControl.effort`), `∫₀ᵀ Σᵢ uᵢ² dt` for actuator forces
+    on dynamic masses (`AbstractParametrisedActuation.effort`)."""
 
     def __call__(self, trajectory, control):
         return control.effort()
@@ -319,18 +327,25 @@ class DiscObstacles(_ResidualCost):
 class RailBarrier(_ResidualCost):
     """`∫₀ᵀ Σᵢ max(θᵢ − upperᵢ, 0)² + max(lowerᵢ − θᵢ, 0)² dt`: keeps each mass within
     `[lowerᵢ, upperᵢ]` on its rail (e.g. away from a rail's end or a region of the shell).
-    Integrated on the control's own quadrature nodes (independent of the integrator).
+    Prescribed `θ(t)`: integrated on the control's own quadrature nodes (independent of the
+    integrator); dynamic masses (`θ` in the trajectory): trapezoid on the saved times.
     **Fields:** `lower (n,)`, `upper (n,)`."""
 
     lower: jax.Array
     upper: jax.Array
 
+    def _outside(self, theta):
+        return squared_hinge(theta - self.upper[None]) + squared_hinge(self.lower[None] - theta)
+
     def residual(self, trajectory, control):
+        if trajectory.theta is not None:  # dynamic masses: θ is simulated, not given
+            out = trapezoid(jnp.sum(self._outside(trajectory.theta), -1), trajectory.ts)
+            return jnp.reshape(out, (1,))
         nodes, weights = control.quadrature()
         dtype = control.coefficients.dtype
         theta = jax.vmap(control)(jnp.asarray(nodes, dtype))
-        out = squared_hinge(theta - self.upper[None]) + squared_hinge(self.lower[None] - theta)
-        return jnp.reshape(jnp.sum(jnp.asarray(weights, dtype) * jnp.sum(out, -1)), (1,))
+        out = jnp.sum(jnp.asarray(weights, dtype) * jnp.sum(self._outside(theta), -1))
+        return jnp.reshape(out, (1,))
 
     def __call__(self, trajectory, control):
         return self.residual(trajectory, control)[0]

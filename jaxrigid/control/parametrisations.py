@@ -28,6 +28,22 @@ Two bases, pluggable through `AbstractParametrisedControl` (a new basis is `basi
 `coefficients`, `theta0`, `theta_dot0` are array fields, traced and differentiable. Outside
 `[0, T]` each control continues smoothly (the end B-spline pieces are extrapolated; the
 Fourier series is periodic in `θ̈`), so an integrator's stage slightly past `T` is harmless.
+
+Mode 2 of the note ("dynamic masses") drives the rail coordinates, now degrees of freedom of
+`RollingBallUnreduced(..., control=None, actuation=u)`, by generalised forces `u(t) (n,)`;
+`θ(0)`, `θ̇(0)` are part of the state, so an actuation has no initial-value constraint:
+
+    u(t) = ψ(t)ᵀ c,     c (M, n),                                                       (P2)
+
+with `ψ` the whole basis (`AbstractParametrisedActuation`, called as the model's `actuation`,
+`u(t) -> (n,)`):
+- `BSplineActuation`: all `n_intervals + degree` clamped uniform B-splines of `degree`
+  (default 3: `u ∈ C²`, so `θ ∈ C⁴`); the coefficients are the spline's control points.
+- `FourierActuation`: `u = a₀ + Σₖ aₖ cos ωₖt + bₖ sin ωₖt` (rows `(a₀, a₁, b₁, …)`).
+Each basis is written once (`_BSplineBasis`, `_FourierBasis`: knots, Cox–de Boor, harmonics,
+quadrature) and shared by the control and the actuation on it; what controls and actuations
+share about coefficients (shape checks, `with_coefficients`, the quadrature of a square) is
+`_LinearInCoefficients`.
 """
 
 from __future__ import annotations
@@ -45,8 +61,11 @@ from .._jet import as_float
 from ..controls import AbstractControl
 
 __all__ = [
+    "AbstractParametrisedActuation",
     "AbstractParametrisedControl",
+    "BSplineActuation",
     "BSplineControl",
+    "FourierActuation",
     "FourierControl",
     "gauss_legendre_intervals",
 ]
@@ -74,7 +93,73 @@ def gauss_legendre_intervals(edges, points: int):
     return nodes.ravel(), weights.ravel()
 
 
-class AbstractParametrisedControl(AbstractControl):
+class _LinearInCoefficients(eqx.Module):
+    """What a parametrised control and a parametrised actuation share: a function of `t`
+    linear in `coefficients (M, n)` (one column per mass) through `M` basis functions on
+    `[0, T]` (`basis(t) -> (M,)`), and a `quadrature()` on `[0, T]` (nodes, weights; float64
+    numpy) exact for the square of what the subclass integrates."""
+
+    coefficients: eqx.AbstractVar[jax.Array]
+    t_end: eqx.AbstractVar[float]
+
+    @property
+    @abc.abstractmethod
+    def n_basis(self) -> int:
+        """`M`, the number of basis functions (rows of `coefficients`)."""
+
+    @abc.abstractmethod
+    def basis(self, t):
+        """The `M` basis functions at `t`, `(M,)`."""
+
+    @abc.abstractmethod
+    def quadrature(self):
+        """`(nodes, weights)` on `[0, T]` (float64 numpy), exact for the effort's integrand."""
+
+    def _check_coefficient_shape(self) -> int:
+        """`n` (the columns); `ValueError` naming the expected shape `(..., M, n)`."""
+        c = jnp.shape(self.coefficients)
+        if len(c) < 2 or c[-2] != self.n_basis:
+            raise ValueError(
+                f"{type(self).__name__}: coefficients must have shape (..., {self.n_basis}, n) "
+                f"(n_basis = {self.n_basis} rows, one column per mass), got {c}"
+            )
+        return c[-1]
+
+    @property
+    def size(self) -> int:
+        return jnp.shape(self.coefficients)[-1]
+
+    def _phi(self, t):
+        """`basis(t)` in the coefficients' dtype (`t` made a float first)."""
+        return self.basis(as_float(t)).astype(self.coefficients.dtype)
+
+    def with_coefficients(self, coefficients):
+        """The same object with new `coefficients` (shape checked)."""
+        coefficients = jnp.asarray(coefficients)
+        if jnp.shape(coefficients) != jnp.shape(self.coefficients):
+            raise ValueError(
+                f"{type(self).__name__}: coefficients must have shape "
+                f"{jnp.shape(self.coefficients)}, got {jnp.shape(coefficients)}"
+            )
+        return eqx.tree_at(lambda c: c.coefficients, self, coefficients)
+
+    def zero_coefficients(self):
+        """`zeros (M, n)` in the coefficients' dtype."""
+        return jnp.zeros_like(self.coefficients)
+
+    def _integral_of_square(self, f):
+        """`∫₀ᵀ |f(t)|² dt` by `quadrature()` (`f(t) -> (n,)`)."""
+        nodes, weights = self.quadrature()
+        dtype = self.coefficients.dtype
+        nodes, weights = jnp.asarray(nodes, dtype), jnp.asarray(weights, dtype)
+        values = jax.vmap(f)(nodes)
+        return jnp.sum(weights * jnp.sum(values * values, axis=-1))
+
+    def _coefficients_finite(self):
+        return jnp.all(jnp.isfinite(self.coefficients), axis=(-2, -1))
+
+
+class AbstractParametrisedControl(AbstractControl, _LinearInCoefficients):
     """`θ(t) = θ₀ + θ̇₀t + φ(t)ᵀc` (P1) for `n` masses.
 
     **Fields:** `coefficients (M, n)`, `theta0 (n,)`, `theta_dot0 (n,)`; static `t_end`
@@ -85,6 +170,7 @@ class AbstractParametrisedControl(AbstractControl):
 
     Shapes are checked at construction (`ValueError` naming the expected shape); values (NaN,
     inf) by `checks()`, which `RollingBall.parameter_checks` and so `simulate` apply.
+    `zero_coefficients()` is the motion `θ₀ + θ̇₀t`.
     """
 
     coefficients: eqx.AbstractVar[jax.Array]
@@ -92,27 +178,8 @@ class AbstractParametrisedControl(AbstractControl):
     theta_dot0: eqx.AbstractVar[jax.Array]
     t_end: eqx.AbstractVar[float]
 
-    @property
-    @abc.abstractmethod
-    def n_basis(self) -> int:
-        """`M`, the number of basis functions (rows of `coefficients`)."""
-
-    @abc.abstractmethod
-    def basis(self, t):
-        """`φ(t) (M,)`, each vanishing with its first derivative at `t = 0`."""
-
-    @abc.abstractmethod
-    def quadrature(self):
-        """`(nodes, weights)` on `[0, T]` (float64 numpy), exact for `∫₀ᵀ θ̈(t)² dt`."""
-
     def __check_init__(self):
-        c = jnp.shape(self.coefficients)
-        n = c[-1] if len(c) >= 2 else None
-        if len(c) < 2 or c[-2] != self.n_basis:
-            raise ValueError(
-                f"{type(self).__name__}: coefficients must have shape (..., {self.n_basis}, n) "
-                f"(n_basis = {self.n_basis} rows, one column per mass), got {c}"
-            )
+        n = self._check_coefficient_shape()
         for name in ("theta0", "theta_dot0"):
             s = jnp.shape(getattr(self, name))
             if len(s) < 1 or s[-1] != n:
@@ -121,37 +188,16 @@ class AbstractParametrisedControl(AbstractControl):
                     f"column of coefficients), got {s}"
                 )
 
-    @property
-    def size(self) -> int:
-        return jnp.shape(self.coefficients)[-1]
+    size = _LinearInCoefficients.size  # not `AbstractControl`'s (which evaluates θ)
 
     def __call__(self, t):
         t = as_float(t)
-        phi = self.basis(t).astype(self.coefficients.dtype)
-        return self.theta0 + self.theta_dot0 * t + phi @ self.coefficients
-
-    def with_coefficients(self, coefficients):
-        """The same control with new `coefficients` (shape checked)."""
-        coefficients = jnp.asarray(coefficients)
-        if jnp.shape(coefficients) != jnp.shape(self.coefficients):
-            raise ValueError(
-                f"{type(self).__name__}: coefficients must have shape "
-                f"{jnp.shape(self.coefficients)}, got {jnp.shape(coefficients)}"
-            )
-        return eqx.tree_at(lambda c: c.coefficients, self, coefficients)
-
-    def zero_coefficients(self):
-        """`zeros (M, n)` in the control's dtype: the motion `θ₀ + θ̇₀t`."""
-        return jnp.zeros_like(self.coefficients)
+        return self.theta0 + self.theta_dot0 * t + self._phi(t) @ self.coefficients
 
     def effort(self):
         """`∫₀ᵀ Σᵢ θ̈ᵢ(t)² dt` by the basis's exact `quadrature()` (independent of any
         integrator's step; the control-penalty term of "Optimal control")."""
-        nodes, weights = self.quadrature()
-        dtype = self.coefficients.dtype
-        nodes, weights = jnp.asarray(nodes, dtype), jnp.asarray(weights, dtype)
-        acc = jax.vmap(lambda t: self.derivatives(t)[2])(nodes)
-        return jnp.sum(weights * jnp.sum(acc * acc, axis=-1))
+        return self._integral_of_square(lambda t: self.derivatives(t)[2])
 
     def sample(self, ts):
         """`(θ, θ̇, θ̈)` at the times `ts (k,)`, each `(k, n)`."""
@@ -159,11 +205,50 @@ class AbstractParametrisedControl(AbstractControl):
 
     def checks(self):
         ok = (
-            jnp.all(jnp.isfinite(self.coefficients), axis=(-2, -1))
+            self._coefficients_finite()
             & jnp.all(jnp.isfinite(self.theta0), axis=-1)
             & jnp.all(jnp.isfinite(self.theta_dot0), axis=-1)
         )
         return [Check(~ok, f"{type(self).__name__}: coefficients or initial values NaN or inf")]
+
+
+class AbstractParametrisedActuation(_LinearInCoefficients):
+    """`u(t) = ψ(t)ᵀc` (P2): generalised forces on the rail coordinates of `n` dynamic masses,
+    the `actuation` of a `RollingBallUnreduced` (called `u(t) -> (n,)`).
+
+    **Fields:** `coefficients (M, n)`; static `t_end` (`T > 0`). Subclasses give `n_basis`,
+    `basis(t) -> (M,)` and `quadrature()` exact for `u²`. No initial-value constraint: the
+    masses' `θ(0)`, `θ̇(0)` are part of the state.
+
+    The coefficients' shape is checked at construction (`ValueError` naming `(..., M, n)`),
+    values by `checks()` (`RollingBallUnreduced.parameter_checks` does not include them;
+    `ControlProblem` applies them).
+    """
+
+    coefficients: eqx.AbstractVar[jax.Array]
+    t_end: eqx.AbstractVar[float]
+
+    def __check_init__(self):
+        self._check_coefficient_shape()
+
+    def __call__(self, t):
+        """`u(t) (n,)`."""
+        return self._phi(t) @ self.coefficients
+
+    def effort(self):
+        """`∫₀ᵀ Σᵢ uᵢ(t)² dt` by the basis's exact `quadrature()`."""
+        return self._integral_of_square(self)
+
+    def sample(self, ts):
+        """`u` at the times `ts (k,)`, `(k, n)`."""
+        return jax.vmap(self)(jnp.asarray(ts, self.coefficients.dtype))
+
+    def checks(self):
+        ok = self._coefficients_finite()
+        return [Check(~ok, f"{type(self).__name__}: coefficients NaN or inf")]
+
+
+# --- the bases: each written once, shared by the control and the actuation on it -----------
 
 
 def _clamped_knots(t_end: float, n_intervals: int, degree: int) -> np.ndarray:
@@ -198,7 +283,84 @@ def _bspline_basis(t, knots: np.ndarray, degree: int, n_intervals: int, h: float
     return N
 
 
-class BSplineControl(AbstractParametrisedControl):
+def _bspline_sizes(name: str, n_intervals, degree, min_degree: int, n_basis) -> tuple[int, int]:
+    """`(n_intervals, degree)` as ints; `ValueError` for a degree below `min_degree`, no
+    interval, or `n_basis(n_intervals, degree) < 1`."""
+    if not isinstance(degree, (int, np.integer)) or degree < min_degree:
+        raise ValueError(f"{name}: degree must be an integer ≥ {min_degree}, got {degree!r}")
+    if not isinstance(n_intervals, (int, np.integer)) or n_intervals < 1:
+        raise ValueError(f"{name}: n_intervals must be a positive integer, got {n_intervals!r}")
+    if n_basis(int(n_intervals), int(degree)) < 1:
+        raise ValueError(f"{name}: needs at least one basis function")
+    return int(n_intervals), int(degree)
+
+
+class _BSplineBasis(eqx.Module):
+    """The clamped uniform B-splines of `degree` on `n_intervals` equal intervals of `[0, T]`
+    (`n_intervals + degree` of them), and Gauss–Legendre rules per knot interval."""
+
+    t_end: eqx.AbstractVar[float]
+    n_intervals: eqx.AbstractVar[int]
+    degree: eqx.AbstractVar[int]
+
+    @property
+    def knots(self) -> np.ndarray:
+        return _clamped_knots(self.t_end, self.n_intervals, self.degree)
+
+    def bsplines(self, t):
+        """All `n_intervals + degree` B-splines at `t`, `(n_intervals + degree,)`."""
+        h = self.t_end / self.n_intervals
+        return _bspline_basis(t, self.knots, self.degree, self.n_intervals, h)
+
+    def _interval_rule(self, points: int):
+        """`points`-point Gauss–Legendre on each knot interval (exact to degree
+        `2·points − 1` per interval)."""
+        edges = np.linspace(0.0, self.t_end, self.n_intervals + 1)
+        return gauss_legendre_intervals(edges, points)
+
+
+def _fourier_harmonics(name: str, n_harmonics) -> int:
+    if not isinstance(n_harmonics, (int, np.integer)) or n_harmonics < 0:
+        raise ValueError(f"{name}: n_harmonics must be a non-negative integer, got {n_harmonics!r}")
+    return int(n_harmonics)
+
+
+class _FourierBasis(eqx.Module):
+    """The harmonics `ωₖ = 2πk/T`, `k = 1..J` (`J = n_harmonics`), and the periodic trapezoid
+    rule on `2J + 1` points, exact for trigonometric polynomials of degree `≤ 2J` (the square
+    of a series of degree `J`)."""
+
+    t_end: eqx.AbstractVar[float]
+    n_harmonics: eqx.AbstractVar[int]
+
+    @property
+    def n_basis(self) -> int:
+        return 2 * self.n_harmonics + 1
+
+    def harmonics(self, t):
+        """`(ω (J,), cos ωt (J,), sin ωt (J,))` in `t`'s dtype."""
+        J = self.n_harmonics
+        w = jnp.asarray(2.0 * np.pi * np.arange(1, J + 1) / self.t_end, t.dtype)
+        return w, jnp.cos(w * t), jnp.sin(w * t)
+
+    @staticmethod
+    def _rows(first, cos_part, sin_part):
+        """`(first, cos₁, sin₁, …, cos_J, sin_J)`: the coefficient rows' order."""
+        pairs = jnp.stack([cos_part, sin_part], axis=-1).reshape((2 * cos_part.shape[0],))
+        return jnp.concatenate([jnp.reshape(first, (1,)), pairs])
+
+    def quadrature(self):
+        m = 2 * self.n_harmonics + 1
+        nodes = self.t_end * np.arange(m) / m
+        return nodes, np.full(m, self.t_end / m)
+
+
+def _zeros_like_float(theta0):
+    theta0 = jnp.asarray(theta0)
+    return theta0 if jnp.issubdtype(theta0.dtype, jnp.inexact) else theta0 * 1.0
+
+
+class BSplineControl(_BSplineBasis, AbstractParametrisedControl):
     """(P1) with `φⱼ = B_{j+2}`, `j = 0..M−1`: the clamped uniform B-splines of `degree` on
     `n_intervals` equal intervals of `[0, T]` (`M = n_intervals + degree − 2`).
 
@@ -220,17 +382,10 @@ class BSplineControl(AbstractParametrisedControl):
     degree: int = eqx.field(static=True, default=5)
 
     def __init__(self, coefficients, theta0, theta_dot0, t_end, n_intervals, degree=5):
-        if not isinstance(degree, (int, np.integer)) or degree < 2:
-            raise ValueError(f"BSplineControl: degree must be an integer ≥ 2, got {degree!r}")
-        if not isinstance(n_intervals, (int, np.integer)) or n_intervals < 1:
-            raise ValueError(
-                f"BSplineControl: n_intervals must be a positive integer, got {n_intervals!r}"
-            )
-        if n_intervals + degree - 2 < 1:
-            raise ValueError("BSplineControl: needs n_intervals + degree − 2 ≥ 1 basis functions")
+        self.n_intervals, self.degree = _bspline_sizes(
+            "BSplineControl", n_intervals, degree, 2, lambda k, p: k + p - 2
+        )
         self.t_end = _check_horizon(t_end)
-        self.n_intervals = int(n_intervals)
-        self.degree = int(degree)
         self.coefficients = jnp.asarray(coefficients)
         self.theta0 = jnp.asarray(theta0)
         self.theta_dot0 = jnp.asarray(theta_dot0)
@@ -238,8 +393,7 @@ class BSplineControl(AbstractParametrisedControl):
     @classmethod
     def zeros(cls, t_end, n_intervals, theta0, theta_dot0=None, degree=5):
         """`c = 0` (the motion `θ₀ + θ̇₀t`), in `theta0`'s dtype."""
-        theta0 = jnp.asarray(theta0)
-        theta0 = theta0 if jnp.issubdtype(theta0.dtype, jnp.inexact) else theta0 * 1.0
+        theta0 = _zeros_like_float(theta0)
         td = jnp.zeros_like(theta0) if theta_dot0 is None else jnp.asarray(theta_dot0)
         M = n_intervals + degree - 2
         c = jnp.zeros((M, theta0.shape[-1]), theta0.dtype)
@@ -249,21 +403,14 @@ class BSplineControl(AbstractParametrisedControl):
     def n_basis(self) -> int:
         return self.n_intervals + self.degree - 2
 
-    @property
-    def knots(self) -> np.ndarray:
-        return _clamped_knots(self.t_end, self.n_intervals, self.degree)
-
     def basis(self, t):
-        h = self.t_end / self.n_intervals
-        B = _bspline_basis(t, self.knots, self.degree, self.n_intervals, h)
-        return B[2:]
+        return self.bsplines(t)[2:]
 
     def quadrature(self):
-        edges = np.linspace(0.0, self.t_end, self.n_intervals + 1)
-        return gauss_legendre_intervals(edges, self.degree - 1)
+        return self._interval_rule(self.degree - 1)
 
 
-class FourierControl(AbstractParametrisedControl):
+class FourierControl(_FourierBasis, AbstractParametrisedControl):
     """(P1) with `θ̈ = a₀ + Σₖ₌₁ᴶ aₖ cos ωₖt + bₖ sin ωₖt`, `ωₖ = 2πk/T` (`M = 2J + 1`;
     coefficient rows `(a₀, a₁, b₁, …, a_J, b_J)`). `θ̈` is analytic; `∫₀ᵀ θ̈² = T(a₀² +
     ½Σ(aₖ² + bₖ²))` (Parseval), which the quadrature (the periodic trapezoid rule on `2J + 1`
@@ -280,12 +427,8 @@ class FourierControl(AbstractParametrisedControl):
     n_harmonics: int = eqx.field(static=True)
 
     def __init__(self, coefficients, theta0, theta_dot0, t_end, n_harmonics):
-        if not isinstance(n_harmonics, (int, np.integer)) or n_harmonics < 0:
-            raise ValueError(
-                f"FourierControl: n_harmonics must be a non-negative integer, got {n_harmonics!r}"
-            )
+        self.n_harmonics = _fourier_harmonics("FourierControl", n_harmonics)
         self.t_end = _check_horizon(t_end)
-        self.n_harmonics = int(n_harmonics)
         self.coefficients = jnp.asarray(coefficients)
         self.theta0 = jnp.asarray(theta0)
         self.theta_dot0 = jnp.asarray(theta_dot0)
@@ -293,26 +436,90 @@ class FourierControl(AbstractParametrisedControl):
     @classmethod
     def zeros(cls, t_end, n_harmonics, theta0, theta_dot0=None):
         """`c = 0` (the motion `θ₀ + θ̇₀t`), in `theta0`'s dtype."""
-        theta0 = jnp.asarray(theta0)
-        theta0 = theta0 if jnp.issubdtype(theta0.dtype, jnp.inexact) else theta0 * 1.0
+        theta0 = _zeros_like_float(theta0)
         td = jnp.zeros_like(theta0) if theta_dot0 is None else jnp.asarray(theta_dot0)
         c = jnp.zeros((2 * n_harmonics + 1, theta0.shape[-1]), theta0.dtype)
         return cls(c, theta0, td, t_end, n_harmonics)
 
+    def basis(self, t):
+        """The series of `θ̈` integrated twice from zero:
+        `(t²/2, (1 − cos ωₖt)/ωₖ², t/ωₖ − sin ωₖt/ωₖ²)`."""
+        w, cos, sin = self.harmonics(t)
+        return self._rows(0.5 * t * t, (1.0 - cos) / w**2, t / w - sin / w**2)
+
+
+def _coefficients(n_basis: int, n, dtype):
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (the number of masses) must be a positive integer, got {n!r}")
+    return jnp.zeros((n_basis, int(n)), jnp.result_type(float) if dtype is None else dtype)
+
+
+class BSplineActuation(_BSplineBasis, AbstractParametrisedActuation):
+    """(P2) with `ψ` all `M = n_intervals + degree` clamped uniform B-splines of `degree` on
+    `[0, T]`: `u` is the clamped spline whose control points are the coefficient rows
+    (`u(0) = c₀`, `u(T) = c_{M−1}`), `C^{p−1}` (the default `p = 3` gives `u ∈ C²`). The
+    effort quadrature is Gauss–Legendre with `p + 1` points per knot interval, exact for `u²`
+    (degree `2p`).
+
+    Build with `BSplineActuation.zeros(t_end, n_intervals, n, degree=3, dtype=None)` (`u = 0`)
+    or with explicit `coefficients (M, n)`.
+    """
+
+    coefficients: jax.Array
+    t_end: float = eqx.field(static=True)
+    n_intervals: int = eqx.field(static=True)
+    degree: int = eqx.field(static=True, default=3)
+
+    def __init__(self, coefficients, t_end, n_intervals, degree=3):
+        self.n_intervals, self.degree = _bspline_sizes(
+            "BSplineActuation", n_intervals, degree, 0, lambda k, p: k + p
+        )  # every clamped B-spline: M = n_intervals + degree
+        self.t_end = _check_horizon(t_end)
+        self.coefficients = jnp.asarray(coefficients)
+
+    @classmethod
+    def zeros(cls, t_end, n_intervals, n, degree=3, dtype=None):
+        """`u = 0` for `n` masses (`dtype`: jax's default float unless given)."""
+        n_intervals, degree = _bspline_sizes(
+            cls.__name__, n_intervals, degree, 0, lambda k, p: k + p
+        )
+        return cls(_coefficients(n_intervals + degree, n, dtype), t_end, n_intervals, degree)
+
     @property
     def n_basis(self) -> int:
-        return 2 * self.n_harmonics + 1
+        return self.n_intervals + self.degree
 
     def basis(self, t):
-        J = self.n_harmonics
-        w = jnp.asarray(2.0 * np.pi * np.arange(1, J + 1) / self.t_end, t.dtype)
-        wt = w * t
-        cos_part = (1.0 - jnp.cos(wt)) / w**2
-        sin_part = t / w - jnp.sin(wt) / w**2
-        pairs = jnp.stack([cos_part, sin_part], axis=-1).reshape((2 * J,))
-        return jnp.concatenate([jnp.reshape(0.5 * t * t, (1,)), pairs])
+        return self.bsplines(t)
 
     def quadrature(self):
-        m = 2 * self.n_harmonics + 1
-        nodes = self.t_end * np.arange(m) / m
-        return nodes, np.full(m, self.t_end / m)
+        return self._interval_rule(self.degree + 1)
+
+
+class FourierActuation(_FourierBasis, AbstractParametrisedActuation):
+    """(P2) with `u = a₀ + Σₖ₌₁ᴶ aₖ cos ωₖt + bₖ sin ωₖt`, `ωₖ = 2πk/T` (`M = 2J + 1`; rows
+    `(a₀, a₁, b₁, …, a_J, b_J)`, as `FourierControl`'s for `θ̈`). `∫₀ᵀ u² = T(a₀² +
+    ½Σ(aₖ² + bₖ²))` (Parseval), reproduced exactly by the periodic trapezoid rule.
+
+    Build with `FourierActuation.zeros(t_end, n_harmonics, n, dtype=None)` (`u = 0`) or with
+    explicit `coefficients (2J + 1, n)`.
+    """
+
+    coefficients: jax.Array
+    t_end: float = eqx.field(static=True)
+    n_harmonics: int = eqx.field(static=True)
+
+    def __init__(self, coefficients, t_end, n_harmonics):
+        self.n_harmonics = _fourier_harmonics("FourierActuation", n_harmonics)
+        self.t_end = _check_horizon(t_end)
+        self.coefficients = jnp.asarray(coefficients)
+
+    @classmethod
+    def zeros(cls, t_end, n_harmonics, n, dtype=None):
+        """`u = 0` for `n` masses (`dtype`: jax's default float unless given)."""
+        n_harmonics = _fourier_harmonics(cls.__name__, n_harmonics)
+        return cls(_coefficients(2 * n_harmonics + 1, n, dtype), t_end, n_harmonics)
+
+    def basis(self, t):
+        _, cos, sin = self.harmonics(t)
+        return self._rows(jnp.ones_like(t), cos, sin)
