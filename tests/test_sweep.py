@@ -8,6 +8,7 @@ chunked or interrupted cannot change a single bit of its result.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -351,3 +352,25 @@ def test_example_specs_are_valid():
 
 
 del jax
+
+
+def test_automatic_chunks_are_balanced():
+    """As few chunks as the size limit allows, of equal size: padding under one member per
+    chunk (and per device), never a mostly empty last chunk."""
+    from jaxrigid.sweep.run import _balanced
+
+    for n, limit, k in [(20000, 16384, 1), (20000, 20000, 2), (35, 8, 4), (10**6, 2**20, 1)]:
+        size = _balanced(n, limit, k)
+        chunks = -(-n // size)
+        assert size % k == 0 and chunks == -(-n // min(limit, n))
+        assert chunks * size - n < chunks * k
+
+
+def test_a_second_sweep_compiles_nothing(reference, tmp_path):
+    """The chunk program and the check pass are kept per case, method, step, keep and dtype:
+    a sweep over other values of the same setup reuses them."""
+    run_module = sys.modules["jaxrigid.sweep.run"]  # the package's `run` is the function
+    before = dict(run_module._PROGRAMS)
+    other = Sweep("krysl-torque-free", axes=(Grid("Omega2", 0.5, 1.5, 35),), t_end=1.0)
+    run(dataclasses.replace(other, chunk_size=35), tmp_path / "s", progress=False)
+    assert run_module._PROGRAMS == before

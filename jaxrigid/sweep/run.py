@@ -36,6 +36,17 @@ DEFAULT_MEMORY_FRACTION = 0.25  # of the device's memory a chunk may use (CPU: o
 MAX_CHUNK = 1 << 20  # members: bounds the work lost to a kill and keeps progress visible
 
 
+_PROGRAMS: dict = {}  # compiled chunk programs and check passes, by `_program_key`
+
+
+def _cached(key, make):
+    """One jitted program per key, kept across `run` calls: a second sweep of the same case,
+    method and step (a resume, a sweep over other values) does not compile again."""
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = make()
+    return _PROGRAMS[key]
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """A validated sweep: the case, its fixed parameters, the integrator, `dt`, `n_steps`."""
@@ -52,6 +63,12 @@ class Plan:
     @property
     def dtype(self):
         return jnp.dtype(self.sweep.dtype)
+
+    @property
+    def program_key(self) -> tuple:
+        """What a chunk's program depends on (the axes and fixed values are its inputs)."""
+        keep = dataclasses.astuple(self.sweep.keep)
+        return (self.case.name, self.method, self.dt, self.n_steps, keep, self.sweep.dtype)
 
 
 def plan(sweep: Sweep) -> Plan:
@@ -188,7 +205,7 @@ def chunk_size_for(p: Plan, probe: int = 256) -> tuple[int, float]:
     and the largest chunk within `DEFAULT_MEMORY_FRACTION` of the device's memory (at most
     `MAX_CHUNK`, at most the sweep)."""
     params = _parameters(p, np.arange(probe) % p.sweep.n_members)
-    compiled = jax.jit(lambda q: _kept(p, q)).lower(params).compile()
+    compiled = _chunk_program(p, jax.local_devices()[:1]).lower(params).compile()
     mem = compiled.memory_analysis()
     total = sum(
         getattr(mem, k, 0) or 0
@@ -214,6 +231,7 @@ def validate(p: Plan, size: int) -> None:
     naming the first bad member by index and parameters."""
     messages: list = []
     check = jax.jit(lambda q: _reduced_checks(p, q, messages))
+    check, messages = _cached(("checks", *p.program_key), lambda: (check, messages))
     for _, start, stop in _chunks(p.sweep.n_members, size):
         reduced = check(_parameters(p, _padded(start, stop, size)))
         for (bad, first, _, value), (message, quoted) in zip(reduced, messages):
@@ -271,15 +289,24 @@ def _chunk_program(p: Plan, devices):
     1-D mesh; the chunk size is a multiple of their number)."""
     fn = lambda q: _kept(p, q)  # noqa: E731
     if len(devices) == 1:
-        return jax.jit(fn)
+        return _cached(("chunk", *p.program_key, str(devices[0])), lambda: jax.jit(fn))
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     members = NamedSharding(Mesh(np.array(devices), ("members",)), PartitionSpec("members"))
-    return jax.jit(fn, in_shardings=members, out_shardings=members)
+    key = ("chunk", *p.program_key, tuple(map(str, devices)))
+    return _cached(key, lambda: jax.jit(fn, in_shardings=members, out_shardings=members))
 
 
 def _round_up(n: int, k: int) -> int:
     return -(-n // k) * k
+
+
+def _balanced(n: int, size: int, k: int) -> int:
+    """The chunk size for `n` members in chunks of at most about `size`: as many chunks as
+    `size` needs, of equal size (padding under one member a chunk), a multiple of the `k`
+    devices."""
+    chunks = -(-n // min(size, n))
+    return _round_up(-(-n // chunks), k)
 
 
 def run(
@@ -308,12 +335,12 @@ def run(
                 "divide: resume with a device count that does (--devices)"
             )
     else:
-        if sweep.chunk_size:
-            size, per_member = min(sweep.chunk_size, sweep.n_members), float("nan")
-        else:
+        if sweep.chunk_size:  # as asked (a multiple of the devices)
+            per_member = float("nan")
+            size = _round_up(min(sweep.chunk_size, sweep.n_members), len(devs))
+        else:  # the footprint is per device
             size, per_member = chunk_size_for(p)
-            size *= len(devs)  # the footprint is per device
-        size = _round_up(size, len(devs))
+            size = _balanced(sweep.n_members, size * len(devs), len(devs))
         validate(p, size)
         attrs, layout = _attrs(p, size, per_member, devs), _layout(p, size, fn)
         store = Store.create(out, attrs, layout, sweep.n_members, size)
