@@ -45,6 +45,7 @@ from jaxrigid.control.problems import (
 from jaxrigid.integrators.nonholonomic_midpoint import MidpointDLA
 from jaxrigid.integrators.quaternion_rkmk import RKMK4, RKMK8
 from jaxrigid.models.rolling_ball_unreduced import RollingBallUnreduced
+from jaxrigid.simulation import simulate
 
 T = 5.0
 
@@ -337,9 +338,9 @@ def test_jit_vmap_members_equal_single_runs():
 
 def test_problem_bad_coefficients():
     """Through the problem: a wrong coefficient shape is a `ValueError` naming the expected
-    shape; NaN coefficients are refused by the actuation's value check, eagerly
-    (`ValueError`) and under `jit` (a runtime error carrying the same message), though
-    `RollingBallUnreduced.parameter_checks` does not check its actuation."""
+    shape; NaN coefficients are refused by the actuation's value check, which
+    `RollingBallUnreduced.parameter_checks` includes: eagerly (`ValueError`), under `jit` (a
+    runtime error carrying the same message), and by `simulate` on the model itself."""
     problem = reach_point(dt=0.1, mode="dynamic")
     with pytest.raises(ValueError, match=r"coefficients must have shape \(11, 2\)"):
         problem(jnp.zeros((8, 2)))
@@ -348,6 +349,9 @@ def test_problem_bad_coefficients():
         problem(bad)
     with pytest.raises(Exception, match="coefficients NaN or inf"):
         jax.block_until_ready(jax.jit(lambda p: problem(p)[0])(bad))
+    model = problem.with_coefficients(bad)
+    with pytest.raises(ValueError, match="RollingBallUnreduced actuation: .*NaN or inf"):
+        simulate(problem.integrator, model, problem.state0, problem.dt, 2)
 
 
 # --- solved (slow) -------------------------------------------------------------------------------

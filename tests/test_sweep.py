@@ -16,7 +16,6 @@ import sys
 import textwrap
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -350,8 +349,6 @@ def test_example_specs_are_valid():
         p = plan(load_spec(path))
         assert p.sweep.n_members >= 1 and p.n_steps >= 1, path
 
-
-del jax
 
 
 def test_automatic_chunks_are_balanced():

@@ -1,62 +1,43 @@
 """Named trajectory-optimisation problems on the `rolling-ball-two-circles` ball (issue 14).
 
-A `ControlProblem` binds a model carrying a parametrised object, the initial state, an
-integrator and step, a cost and equality constraints; called on the coefficients it returns
-`(f, c)` (what `optimise` minimises). The two modes of the model note:
-
-- prescribed rail positions: a `RollingBall` (or a prescribed `RollingBallUnreduced`) whose
-  `control` is an `AbstractParametrisedControl` `θ(t)`;
-- dynamic masses: a `RollingBallUnreduced(..., control=None, actuation=u)` whose `actuation`
-  is an `AbstractParametrisedActuation` `u(t)`, the masses' `θ`, `θ̇` in the state.
-
-Which field holds the coefficients is decided once, from the model (`parametrised_slot`).
-Every problem uses the ball of `jaxrigid.models.rolling_ball.two_circles_ball` (its shell,
-masses, rails and inertia), the masses starting at rest at `θᵢ(0) = −π/2` (the bottom of
-their rails), the ball at rest with its contact point at the origin; `mode="dynamic"`
-(`two_circles_start`) makes the masses degrees of freedom driven by forces `u(t)`.
+Each builder returns a `ControlProblem` (`problem`). Every problem uses the ball of
+`jaxrigid.models.rolling_ball.two_circles_ball` (its shell, masses, rails and inertia), the
+masses starting at rest at `θᵢ(0) = −π/2` (the bottom of their rails), the ball at rest with
+its contact point at the origin; `mode="dynamic"` (`two_circles_start`) makes the masses
+degrees of freedom driven by forces `u(t)`.
 
 `PROBLEMS` maps names to builders; `get_problem(name, **options)` builds one.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _checks
 from ..integrators.quaternion_rkmk import RKMK4
-from ..lie.quaternion import to_matrix
 from ..models.rolling_ball import two_circles_ball
 from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
 from .costs import (
-    AbstractCost,
     CirclePath,
     DiscObstacles,
     Effort,
     FinalPosition,
     GeronoPath,
     Tracking,
-    Trajectory,
-    WeightedSum,
-    needs_contact,
-    rollout,
 )
 from .optimise import AugmentedLagrangian
 from .parametrisations import (
-    AbstractParametrisedActuation,
-    AbstractParametrisedControl,
     BSplineActuation,
     BSplineControl,
     FourierActuation,
     FourierControl,
 )
+from .problem import ControlProblem, ParametrisedSlot, parametrised_slot
 
 __all__ = [
     "DEFAULT_STEP",
@@ -74,190 +55,6 @@ __all__ = [
     "reach_point",
     "two_circles_start",
 ]
-
-
-class ParametrisedSlot(NamedTuple):
-    """Where a model keeps the object the optimiser's coefficients parametrise: `mode`
-    (`"prescribed"` or `"dynamic"`), `field` (the model's field holding it: `"control"` or
-    `"actuation"`), `kind` (the class it must be), `model_checks` (whether the model's own
-    `parameter_checks`, and so `simulate`, already check its values)."""
-
-    mode: str
-    field: str
-    kind: type
-    model_checks: bool
-
-    def get(self, model):
-        """The parametrised object of `model` (also `eqx.tree_at`'s selector)."""
-        return getattr(model, self.field)
-
-
-_PRESCRIBED = ParametrisedSlot("prescribed", "control", AbstractParametrisedControl, True)
-_DYNAMIC = ParametrisedSlot("dynamic", "actuation", AbstractParametrisedActuation, False)
-
-
-def parametrised_slot(model) -> ParametrisedSlot:
-    """The model's slot: the `actuation` of a `RollingBallUnreduced` with dynamic masses, the
-    `control` of any other model (`RollingBall`, prescribed `RollingBallUnreduced`; only
-    `RollingBall.parameter_checks` includes its control's value checks)."""
-    if isinstance(model, RollingBallUnreduced):
-        if model.dynamic:
-            return _DYNAMIC
-        return _PRESCRIBED._replace(model_checks=False)
-    return _PRESCRIBED
-
-
-class ControlProblem(eqx.Module):
-    """`min cost(p)` subject to `c(p) = 0` and `g(p) ≤ 0`: `c` the `constraints'` residuals
-    concatenated, `g` the `inequalities'` pointwise values (e.g. `DiscObstacles.inequality`,
-    one per saved time and disc).
-
-    **Fields:** `model` (a `RollingBall` whose `control` is an `AbstractParametrisedControl`,
-    or a dynamic-mass `RollingBallUnreduced` whose `actuation` is an
-    `AbstractParametrisedActuation` (`parametrised_slot`); its coefficients are replaced by
-    `p`); `state0`; `integrator`; `cost` (an `AbstractCost`); `constraints` (a tuple of
-    terms with `residual`); `inequalities` (a tuple of terms with `inequality`, default
-    none); static: `name`, `dt`, `n_steps`, `save_every`, `tolerance` (the constraint
-    tolerance that counts as solved, on `|c|`), `description`.
-
-    The cost terms get the parametrised object as their `control` argument (`Effort` is its
-    `effort()`: `∫Σθ̈²` or `∫Σu²`)."""
-
-    model: Any
-    state0: Any
-    integrator: Any
-    cost: AbstractCost
-    constraints: tuple
-    name: str = eqx.field(static=True)
-    dt: float = eqx.field(static=True)
-    n_steps: int = eqx.field(static=True)
-    save_every: int = eqx.field(static=True, default=1)
-    tolerance: float = eqx.field(static=True, default=1e-3)
-    description: str = eqx.field(static=True, default="")
-    inequalities: tuple = ()
-
-    def __check_init__(self):
-        slot = self.slot
-        if not isinstance(slot.get(self.model), slot.kind):
-            raise TypeError(
-                f"ControlProblem ({slot.mode} mode): the model's {slot.field} must be an "
-                f"{slot.kind.__name__}, got {type(slot.get(self.model)).__name__}"
-            )
-        if not (self.dt > 0 and self.n_steps >= 1):
-            raise ValueError(f"ControlProblem: needs dt > 0, n_steps ≥ 1, got {self.dt}")
-
-    @property
-    def slot(self) -> ParametrisedSlot:
-        return parametrised_slot(self.model)
-
-    @property
-    def mode(self) -> str:
-        """`"prescribed"` (rail positions `θ(t)`) or `"dynamic"` (forces `u(t)`)."""
-        return self.slot.mode
-
-    @property
-    def control(self) -> AbstractParametrisedControl | AbstractParametrisedActuation:
-        """The parametrised object: the model's control `θ(t)` or its actuation `u(t)`."""
-        return self.slot.get(self.model)
-
-    @property
-    def coefficient_shape(self) -> tuple[int, ...]:
-        return tuple(jnp.shape(self.control.coefficients))
-
-    @property
-    def t_end(self) -> float:
-        return self.dt * self.n_steps
-
-    def initial_coefficients(self):
-        """The problem's own guess: the parametrised object's coefficients (zero: masses at
-        rest)."""
-        return self.control.coefficients
-
-    def with_coefficients(self, p):
-        """The model driven by the control (or actuation) with coefficients `p` (shape
-        checked)."""
-        return eqx.tree_at(self.slot.get, self.model, self.control.with_coefficients(p))
-
-    def trajectory(self, p, *, integrator=None, refine: int = 1, contact=None) -> Trajectory:
-        """Simulate with coefficients `p`; `integrator` and a step `dt/refine` (saved at the
-        problem's times) to re-simulate with another method or a finer step."""
-        integrator = self.integrator if integrator is None else integrator
-        if contact is None:
-            contact = needs_contact(self.cost, *self.constraints, *self.inequalities)
-        model = self.with_coefficients(p)
-        if not self.slot.model_checks:  # NaN/inf coefficients: what `simulate` would not see
-            _checks.apply(self.slot.get(model).checks())
-        return rollout(
-            integrator,
-            model,
-            self.state0,
-            self.dt / refine,
-            self.n_steps * refine,
-            save_every=self.save_every * refine,
-            contact=contact,
-        )
-
-    def evaluate(self, trajectory: Trajectory, p):
-        """`(f, c, g)` on a computed trajectory (`c`, `g` empty `(0,)` when there are none)."""
-        control = self.control.with_coefficients(p)
-        f = self.cost(trajectory, control)
-        empty = jnp.zeros((0,), f.dtype)
-        c = [k.residual(trajectory, control) for k in self.constraints]
-        g = [k.inequality(trajectory, control) for k in self.inequalities]
-        return f, jnp.concatenate([empty, *c]), jnp.concatenate([empty, *g])
-
-    def __call__(self, p):
-        """`(f (), c (k,), g (m,))` at coefficients `p`, through `simulate` (checkpointed)."""
-        return self.evaluate(self.trajectory(p), p)
-
-    def _terms(self):
-        cost = self.cost.terms if isinstance(self.cost, WeightedSum) else (self.cost,)
-        return cost + tuple(self.constraints) + tuple(self.inequalities)
-
-    def target_path(self):
-        """The tracked path `t -> (2,)` (a `Tracking` term's), or None."""
-        return next((k.path for k in self._terms() if isinstance(k, Tracking)), None)
-
-    def target_point(self):
-        """The final-position target `(2,)` (a `FinalPosition` term's), or None."""
-        return next((k.target for k in self._terms() if isinstance(k, FinalPosition)), None)
-
-    def miss(self, trajectory: Trajectory):
-        """What "solved" is measured by: the distance `|x(T)[:2] − x*|` to the target point,
-        or, for a tracking problem, the largest tracking error `max |x(tⱼ)[:2] − x*(tⱼ)|` over
-        the saved times."""
-        path = self.target_path()
-        if path is not None:
-            target = jax.vmap(path)(trajectory.ts)
-            return jnp.max(jnp.linalg.norm(trajectory.x[:, :2] - target, axis=-1))
-        return jnp.linalg.norm(trajectory.x[-1, :2] - self.target_point())
-
-    def obstacle_clearance(self, trajectory: Trajectory):
-        """`(at_saves, guaranteed)` for the `DiscObstacles` terms (None without): the least
-        `|x(tⱼ)[:2] − cₖ| − ρₖ` over saved times and discs, and that minus `v_max·Δt/2`, a
-        lower bound of the clearance of the continuous path between the saved times (up to
-        the integrator's error and to `v_max` being sampled at the saved times): the contact
-        point's speed is `|ẋ| = r|(ω₁, −ω₀)|` (`ω = ΛΩ`, (B.8)'s rolling constraint), `Δt` the
-        save interval, and a point between two saves is within `v_max·Δt/2` of one of them."""
-        discs = [k for k in self._terms() if isinstance(k, DiscObstacles)]
-        if not discs:
-            return None
-        at_saves = jnp.min(jnp.stack([jnp.min(k.clearance(trajectory)) for k in discs]))
-        omega = jnp.einsum("tij,tj->ti", jax.vmap(to_matrix)(trajectory.q), trajectory.Omega)
-        v_max = self.model.radius * jnp.max(jnp.linalg.norm(omega[:, :2], axis=-1))
-        step = jnp.max(jnp.diff(trajectory.ts))
-        return at_saves, at_saves - 0.5 * v_max * step
-
-    def with_integrator(self, integrator, refine: int = 1) -> ControlProblem:
-        """The same problem discretised by `integrator` at step `dt/refine` (saved at the
-        same times)."""
-        return dataclasses.replace(
-            self,
-            integrator=integrator,
-            dt=self.dt / refine,
-            n_steps=self.n_steps * refine,
-            save_every=self.save_every * refine,
-        )
 
 
 def _cast(tree, dtype):

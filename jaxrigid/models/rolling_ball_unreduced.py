@@ -267,9 +267,15 @@ class RollingBallUnreduced(AbstractModel):
 
     def parameter_checks(self) -> list[Check]:
         """Radius and shell mass positive, masses non-negative (positive when dynamic),
-        𝕀 a rigid body's, χ₀ inside the ball."""
+        𝕀 a rigid body's, χ₀ inside the ball, and the control's or actuation's own checks
+        (e.g. NaN coefficients), where they have them."""
         masses_bad = self.masses <= 0 if self.dynamic else self.masses < 0
-        return [
+        own = [
+            Check(c.bad, f"RollingBallUnreduced {name}: " + c.message, c.value)
+            for name in ("control", "actuation")
+            for c in getattr(getattr(self, name), "checks", lambda: [])()
+        ]
+        return own + [
             Check(~(self.radius > 0), "radius must be positive", self.radius),
             Check(~(self.mass > 0), "shell mass must be positive", self.mass),
             Check(

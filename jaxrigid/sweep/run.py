@@ -229,9 +229,11 @@ def _padded(start, stop, size):
 def validate(p: Plan, size: int) -> None:
     """Every member's value checks, chunk by chunk, before any work starts: `ValueError`
     naming the first bad member by index and parameters."""
-    messages: list = []
-    check = jax.jit(lambda q: _reduced_checks(p, q, messages))
-    check, messages = _cached(("checks", *p.program_key), lambda: (check, messages))
+    def make():
+        messages: list = []  # filled when the pass is traced
+        return jax.jit(lambda q: _reduced_checks(p, q, messages)), messages
+
+    check, messages = _cached(("checks", p.case.name, p.dt, p.sweep.dtype), make)
     for _, start, stop in _chunks(p.sweep.n_members, size):
         reduced = check(_parameters(p, _padded(start, stop, size)))
         for (bad, first, _, value), (message, quoted) in zip(reduced, messages):
