@@ -30,7 +30,17 @@ from .axes import member_values
 from .spec import Sweep
 from .store import Store, SweepStoreError
 
-__all__ = ["Plan", "chunk_size_for", "plan", "run", "validate"]
+__all__ = [
+    "Plan",
+    "chunk_size_for",
+    "launch_chunk",
+    "open_store",
+    "plan",
+    "run",
+    "unfinished",
+    "validate",
+    "write_chunk",
+]
 
 DEFAULT_MEMORY_FRACTION = 0.25  # of the device's memory a chunk may use (CPU: of the host's)
 MAX_CHUNK = 1 << 20  # members: bounds the work lost to a kill and keeps progress visible
@@ -229,6 +239,7 @@ def _padded(start, stop, size):
 def validate(p: Plan, size: int) -> None:
     """Every member's value checks, chunk by chunk, before any work starts: `ValueError`
     naming the first bad member by index and parameters."""
+
     def make():
         messages: list = []  # filled when the pass is traced
         return jax.jit(lambda q: _reduced_checks(p, q, messages)), messages
@@ -311,6 +322,61 @@ def _balanced(n: int, size: int, k: int) -> int:
     return _round_up(-(-n // chunks), k)
 
 
+def open_store(p: Plan, out, *, resume: bool, devices) -> tuple[Store, int]:
+    """The store at `out` for the planned sweep and its chunk size: created (the chunk size
+    chosen, every member validated first) or, with `resume`, reopened and checked to hold this
+    sweep in chunks that `devices` divide."""
+    sweep = p.sweep
+    if Store.exists(out):
+        if not resume:
+            raise SweepStoreError(f"{out} already holds a sweep store: pass resume=True / --resume")
+        store = Store.open(out, mode="r+")
+        if store.attrs.get("sweep") != _roundtrip(sweep.describe()):
+            raise ValueError(f"{out} holds a different sweep; its spec: {store.attrs['sweep']}")
+        size = int(store.attrs["chunk_size"])
+        if size % len(devices):
+            raise ValueError(
+                f"{out} was run in chunks of {size} members, which {len(devices)} devices do "
+                "not divide: resume with a device count that does (--devices)"
+            )
+        return store, size
+    if sweep.chunk_size:  # as asked (a multiple of the devices)
+        per_member = float("nan")
+        size = _round_up(min(sweep.chunk_size, sweep.n_members), len(devices))
+    else:  # the footprint is per device
+        size, per_member = chunk_size_for(p)
+        size = _balanced(sweep.n_members, size * len(devices), len(devices))
+    validate(p, size)
+    fn = _chunk_program(p, devices)
+    attrs, layout = _attrs(p, size, per_member, devices), _layout(p, size, fn)
+    return Store.create(out, attrs, layout, sweep.n_members, size), size
+
+
+def unfinished(store: Store, n_members: int, size: int) -> list[tuple[int, int, int]]:
+    """The chunks `(index, start, stop)` without a finished marker, in order."""
+    done = store.finished()
+    return [c for c in _chunks(n_members, size) if c[0] not in done]
+
+
+def launch_chunk(p: Plan, fn, size: int, chunk):
+    """Dispatch chunk `(index, start, stop)` to the compiled program `fn` (asynchronously: the
+    device works while the host writes the previous chunk); `(chunk, params, result)`."""
+    _, start, stop = chunk
+    params = _parameters(p, _padded(start, stop, size))
+    return chunk, params, fn(params)
+
+
+def write_chunk(store: Store, launched) -> int:
+    """Write a launched chunk's members (the padding dropped) and mark it finished; returns
+    the number of members written."""
+    (index, start, stop), params, result = launched
+    rows = stop - start
+    arrays = {f"param/{name}": v[:rows] for name, v in params.items()}
+    arrays.update({name: np.asarray(v)[:rows] for name, v in result.items()})
+    store.write_chunk(index, start, arrays)
+    return rows
+
+
 def run(
     sweep: Sweep, out, *, resume: bool = False, progress: bool = True, devices: int | None = None
 ) -> Path:
@@ -323,56 +389,23 @@ def run(
     out = Path(out)
     p = plan(sweep)
     devs = _devices(devices)
+    store, size = open_store(p, out, resume=resume, devices=devs)
     fn = _chunk_program(p, devs)
-    if Store.exists(out):
-        if not resume:
-            raise SweepStoreError(f"{out} already holds a sweep store: pass resume=True / --resume")
-        store = Store.open(out, mode="r+")
-        if store.attrs.get("sweep") != _roundtrip(sweep.describe()):
-            raise ValueError(f"{out} holds a different sweep; its spec: {store.attrs['sweep']}")
-        size = int(store.attrs["chunk_size"])
-        if size % len(devs):
-            raise ValueError(
-                f"{out} was run in chunks of {size} members, which {len(devs)} devices do not "
-                "divide: resume with a device count that does (--devices)"
-            )
-    else:
-        if sweep.chunk_size:  # as asked (a multiple of the devices)
-            per_member = float("nan")
-            size = _round_up(min(sweep.chunk_size, sweep.n_members), len(devs))
-        else:  # the footprint is per device
-            size, per_member = chunk_size_for(p)
-            size = _balanced(sweep.n_members, size * len(devs), len(devs))
-        validate(p, size)
-        attrs, layout = _attrs(p, size, per_member, devs), _layout(p, size, fn)
-        store = Store.create(out, attrs, layout, sweep.n_members, size)
-    done = store.finished()
-    todo = [c for c in _chunks(sweep.n_members, size) if c[0] not in done]
-    bar = _progress(sweep.n_members, _done_members(done, size, sweep.n_members), progress)
-
-    def launch(chunk):
-        """Dispatch a chunk (asynchronously: the device works while the host writes)."""
-        index, start, stop = chunk
-        params = _parameters(p, _padded(start, stop, size))
-        return chunk, params, fn(params)
-
+    todo = unfinished(store, sweep.n_members, size)
+    bar = _progress(sweep.n_members, sweep.n_members - _members(todo), progress)
     try:
-        pending = launch(todo[0]) if todo else None
+        pending = launch_chunk(p, fn, size, todo[0]) if todo else None
         for k in range(len(todo)):
-            (index, start, stop), params, result = pending
-            pending = launch(todo[k + 1]) if k + 1 < len(todo) else None
-            rows = stop - start
-            arrays = {f"param/{name}": v[:rows] for name, v in params.items()}
-            arrays.update({name: np.asarray(v)[:rows] for name, v in result.items()})
-            store.write_chunk(index, start, arrays)
-            bar.update(rows)
+            launched = pending
+            pending = launch_chunk(p, fn, size, todo[k + 1]) if k + 1 < len(todo) else None
+            bar.update(write_chunk(store, launched))
     finally:
         bar.close()
     return out
 
 
-def _done_members(done, size, n) -> int:
-    return sum(min(size, n - i * size) for i in done)
+def _members(chunks) -> int:
+    return sum(stop - start for _, start, stop in chunks)
 
 
 def _roundtrip(d):
