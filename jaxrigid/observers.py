@@ -8,6 +8,8 @@ Table 2.1), every step, with no host round trip.
 from __future__ import annotations
 
 import abc
+import dataclasses
+import re
 from typing import NamedTuple
 
 import equinox as eqx
@@ -43,6 +45,116 @@ class InvariantDrift(AbstractObserver):
         initial, largest = carry
         now = model.invariants(t + dt, next_state)
         return initial, {k: jnp.maximum(largest[k], jnp.abs(now[k] - initial[k])) for k in now}
+
+
+REDUCTIONS = ("min", "max", "mean", "first_zero")
+
+
+def _state_fields(state) -> dict:
+    if hasattr(state, "_fields"):  # a NamedTuple
+        return {name: getattr(state, name) for name in state._fields}
+    if dataclasses.is_dataclass(state):  # an equinox Module
+        return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+    return {}
+
+
+def observable(model, t, state, name: str):
+    """The scalar observable `name` of one member: an invariant of the model (`"H"`,
+    `"energy"`), or a state field, indexed unless it is a scalar (`"Pi[1]"`, `"R[0,2]"`).
+    `ValueError` naming the choices otherwise."""
+    match = re.fullmatch(r"(\w+)(?:\[(\d+(?:,\d+)*)\])?", name.replace(" ", ""))
+    invariants = model.invariants(t, state)
+    fields = _state_fields(state)
+    if match and match[2] is None and match[1] in invariants:
+        return invariants[match[1]]
+    if not match or match[1] not in fields:
+        raise ValueError(
+            f"unknown observable {name!r}: give an invariant ({', '.join(invariants)}) or a "
+            f"state field with its index ({', '.join(fields)}; e.g. {next(iter(fields), 'x')}[0])"
+        )
+    value = jnp.asarray(fields[match[1]])
+    index = () if match[2] is None else tuple(int(i) for i in match[2].split(","))
+    if len(index) != value.ndim or any(i >= n for i, n in zip(index, value.shape)):
+        raise ValueError(
+            f"observable {name!r}: {match[1]} has shape {value.shape}; give one index per axis, "
+            "each within it"
+        )
+    return value[index]
+
+
+class Reductions(AbstractObserver):
+    """Reductions over every step of scalar observables (`observable`): their `min`, `max`,
+    time average `mean` (the trapezoidal rule over the steps: (1/T)∫v dt to second order)
+    and `first_zero` (the first time the observable is zero, linearly interpolated in the step
+    where its sign changes; NaN if it never does; e.g. a tennis-racket flip: `Pi[1]`).
+    The carry is a dict by observable; `results(carry)` gives `{(name, reduction): value}`."""
+
+    names: tuple[str, ...] = eqx.field(static=True)
+    reductions: tuple[str, ...] = eqx.field(default=REDUCTIONS, static=True)
+
+    def __check_init__(self):
+        unknown = sorted(set(self.reductions) - set(REDUCTIONS))
+        if unknown:
+            raise ValueError(f"unknown reduction(s) {unknown}; known: {list(REDUCTIONS)}")
+        if not self.names:
+            raise ValueError("Reductions needs at least one observable name")
+
+    def init(self, model, state0, t0):
+        carry = {}
+        for name in self.names:
+            v = observable(model, t0, state0, name)
+            zero = jnp.zeros_like(v)
+            first = jnp.where(v == 0, jnp.asarray(t0, v.dtype), jnp.nan)
+            carry[name] = dict(min=v, max=v, integral=zero, duration=zero, first_zero=first, last=v)
+        return carry
+
+    def update(self, model, carry, state, next_state, t, dt):
+        out = {}
+        for name in self.names:
+            c = carry[name]
+            v0, v1 = c["last"], observable(model, t + dt, next_state, name)
+            h = jnp.asarray(dt, v1.dtype)
+            crosses = jnp.isnan(c["first_zero"]) & ((v1 == 0) | (jnp.sign(v1) != jnp.sign(v0)))
+            span = jnp.where(v0 == v1, 1.0, v0 - v1)  # v0 ≠ v1 where it crosses
+            t_cross = t + h * jnp.clip(v0 / span, 0.0, 1.0)
+            out[name] = dict(
+                min=jnp.minimum(c["min"], v1),
+                max=jnp.maximum(c["max"], v1),
+                integral=c["integral"] + 0.5 * h * (v0 + v1),
+                duration=c["duration"] + h,
+                first_zero=jnp.where(crosses, t_cross, c["first_zero"]),
+                last=v1,
+            )
+        return out
+
+    def results(self, carry) -> dict:
+        """`{(observable, reduction): value}` from a final carry (leaves of any batch shape)."""
+        out = {}
+        for name in self.names:
+            c = carry[name]
+            values = dict(
+                min=c["min"],
+                max=c["max"],
+                mean=c["integral"] / c["duration"],
+                first_zero=c["first_zero"],
+            )
+            for r in self.reductions:
+                out[(name, r)] = values[r]
+        return out
+
+
+class Combined(AbstractObserver):
+    """Several observers in one scan: the carry is the tuple of their carries."""
+
+    observers: tuple[AbstractObserver, ...]
+
+    def init(self, model, state0, t0):
+        return tuple(o.init(model, state0, t0) for o in self.observers)
+
+    def update(self, model, carry, state, next_state, t, dt):
+        return tuple(
+            o.update(model, c, state, next_state, t, dt) for o, c in zip(self.observers, carry)
+        )
 
 
 class PoincarePoints(NamedTuple):

@@ -23,6 +23,7 @@ import pytest
 from jaxrigid.cases import get_case
 from jaxrigid.cli import main
 from jaxrigid.integrators import get_method
+from jaxrigid.observers import Reductions
 from jaxrigid.simulation import simulate
 from jaxrigid.sweep import (
     Grid,
@@ -151,6 +152,67 @@ def test_xarray_and_keep(tmp_path):
     ds = to_xarray(tmp_path / "s")
     assert ds["drift_max_H"].dims == ("Omega1", "Omega3")
     np.testing.assert_array_equal(ds["Omega1"].values, AXES[0].coordinates()["Omega1"])
+
+
+REDUCE = Keep(reductions={"Pi[1]": ["first_zero", "min", "mean"], "K": "max"}, stride=25)
+
+
+def test_reductions_and_trajectory_equal_the_members_own_runs(reference, tmp_path):
+    """Reductions over every step and the state every 25 steps equal each member's own run
+    (`observers.Reductions`, `save_every`) to round-off (as in
+    test_members_equal_their_own_runs), and do not change the other kept quantities."""
+    run(small(chunk_size=8, keep=REDUCE), tmp_path / "s", progress=False)
+    got = load(tmp_path / "s")
+    for k in reference:  # the same program otherwise: bit for bit
+        np.testing.assert_array_equal(got[k], reference[k], err_msg=k)
+    np.testing.assert_allclose(got["trajectory_t"], [0.0, 0.25, 0.5, 0.75, 1.0], rtol=1e-15)
+    assert got["trajectory/Pi"].shape == (7, 5, 5, 3)
+    np.testing.assert_array_equal(got["trajectory/Pi"][:, :, -1], got["final/Pi"])
+    case, integrator = get_case("krysl-torque-free"), get_method("IMIDM")
+    reductions = Reductions(("Pi[1]", "K"))
+    for i, j in [(0, 0), (3, 2), (6, 4)]:
+        params = case.resolve({"Omega1": AXES[0].coordinates()["Omega1"][i]})
+        params["Omega3"] = AXES[1].values_[j]
+        model, state0 = case.build(params)
+        sol = simulate(integrator, model, state0, 0.01, 100, save_every=25, observer=reductions)
+        close = dict(rtol=1e-14, atol=1e-15)
+        np.testing.assert_allclose(got["trajectory/Pi"][i, j], sol.states.Pi, **close)
+        np.testing.assert_allclose(got["trajectory/R"][i, j], sol.states.R, **close)
+        want = reductions.results(sol.observations)
+        for (name, r), key in [
+            (("Pi[1]", "first_zero"), "reductions/Pi_1/first_zero"),
+            (("Pi[1]", "min"), "reductions/Pi_1/min"),
+            (("Pi[1]", "mean"), "reductions/Pi_1/mean"),
+            (("K", "max"), "reductions/K/max"),
+        ]:
+            np.testing.assert_allclose(got[key][i, j], want[(name, r)], **close, err_msg=key)
+    assert "reductions/K/min" not in got  # only what was asked
+    ds = to_xarray(tmp_path / "s")
+    assert ds["trajectory_Pi"].dims == ("Omega1", "Omega3", "t", "trajectory_Pi_0")
+    np.testing.assert_allclose(ds["t"].values, got["trajectory_t"])
+
+
+@pytest.mark.parametrize(
+    "keep, message",
+    [
+        (Keep(reductions={"Omega[1]": ["min"]}), r"unknown observable 'Omega\[1\]'.*R, Pi"),
+        (Keep(reductions={"Pi": ["min"]}), "give one index per axis"),
+        (Keep(stride=30), "stride 30 does not divide the 100 steps"),
+    ],
+)
+def test_bad_keep_fails_before_any_work(keep, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        run(small(keep=keep), tmp_path / "s", progress=False)
+    assert not (tmp_path / "s").exists()
+
+
+def test_bad_keep_entries_are_named():
+    with pytest.raises(ValueError, match=r"'Pi\[1\]'.*unknown: \['median'\]"):
+        Keep(reductions={"Pi[1]": ["median"]})
+    with pytest.raises(ValueError, match="stride must be an integer"):
+        Keep(stride=-1)
+    spec = small(keep=REDUCE).describe()
+    assert Sweep.from_dict(spec) == small(keep=REDUCE)  # the store's description round-trips
 
 
 _SHARDED = textwrap.dedent(
@@ -348,7 +410,6 @@ def test_example_specs_are_valid():
     for path in sorted(__import__("pathlib").Path("examples").glob("*.toml")):
         p = plan(load_spec(path))
         assert p.sweep.n_members >= 1 and p.n_steps >= 1, path
-
 
 
 def test_automatic_chunks_are_balanced():

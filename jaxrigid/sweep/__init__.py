@@ -48,7 +48,8 @@ def describe(path) -> dict:
 
 def load(path) -> dict[str, np.ndarray]:
     """The results at `path`: `{name: array of shape (*sweep shape, ...)}` plus `"finished"`
-    (bool, per member: its chunk finished; unfinished members hold NaN, integers −1)."""
+    (bool, per member: its chunk finished; unfinished members hold NaN, integers −1) and, when
+    a trajectory was kept, `"trajectory_t"` (its times, the same for every member)."""
     store = Store.open(path)
     attrs = store.attrs
     shape, n, size = tuple(attrs["shape"]), attrs["n_members"], attrs["chunk_size"]
@@ -57,12 +58,17 @@ def load(path) -> dict[str, np.ndarray]:
         finished[i * size : (i + 1) * size] = True
     out = {k: v.reshape(shape + v.shape[1:]) for k, v in store.arrays().items()}
     out["finished"] = finished.reshape(shape)
+    stride = attrs["sweep"]["keep"].get("stride", 0)
+    if stride:
+        n_saved = attrs["n_steps"] // stride + 1
+        out["trajectory_t"] = np.arange(n_saved) * (attrs["dt"] * stride)
     return out
 
 
 def to_xarray(path):
     """The results at `path` as an `xarray.Dataset` (xarray is an optional dependency: the
-    `sweep` extra): one dimension per axis, the swept parameters as coordinates."""
+    `sweep` extra): one dimension per axis, the swept parameters as coordinates, and a
+    dimension `t` for a kept trajectory."""
     try:
         import xarray as xr
     except ImportError as err:
@@ -77,10 +83,14 @@ def to_xarray(path):
     for axis in sweep.axes:
         for name, values in axis.coordinates().items():
             coords[name] = ((axis.dim,), values)
+    if "trajectory_t" in data:
+        coords["t"] = data.pop("trajectory_t")
     variables = {}
     for key, value in data.items():
         if key.startswith("param/"):
             continue
-        extra = [f"{key.replace('/', '_')}_{i}" for i in range(value.ndim - len(dims))]
-        variables[key.replace("/", "_")] = (dims + extra, value)
+        name = key.replace("/", "_")
+        time = ["t"] if key.startswith("trajectory/") else []
+        extra = [f"{name}_{i}" for i in range(value.ndim - len(dims) - len(time))]
+        variables[name] = (dims + time + extra, value)
     return xr.Dataset(variables, coords=coords, attrs={"sweep": str(attrs["sweep"])})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import jax
@@ -24,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _checks
-from ..observers import InvariantDrift
+from ..observers import Combined, InvariantDrift, Reductions, observable
 from ..simulation import simulate
 from .axes import member_values
 from .spec import Sweep
@@ -121,7 +122,30 @@ def plan(sweep: Sweep) -> Plan:
         dt, t_end, n_steps = step_plan(case, sweep.t_end, sweep.dt)
     except UsageError as err:
         raise ValueError(f"sweep spec: {err}".replace("--t-end", "t_end").replace("--dt", "dt"))
+    _check_keep(sweep.keep, case, fixed, n_steps)
+    if sweep.dtype == "float64" and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "sweep spec: dtype float64 needs jax's 64-bit mode, which is off: "
+            'jax.config.update("jax_enable_x64", True) first (the jaxrigid command does), or '
+            'dtype = "float32"'
+        )
     return Plan(sweep, case, fixed, integrator, integrator.name, dt, t_end, n_steps)
+
+
+def _check_keep(keep, case, fixed, n_steps) -> None:
+    """The stride divides the steps; every observable to reduce exists and is a scalar."""
+    if keep.stride and n_steps % keep.stride:
+        raise ValueError(
+            f"sweep spec: [keep] stride {keep.stride} does not divide the {n_steps} steps"
+        )
+    if keep.reductions:
+        params = {k: jnp.asarray(v) for k, v in fixed.items()}
+        model, state0 = jax.eval_shape(case.build, params)
+        for name, _ in keep.reductions:
+            try:
+                jax.eval_shape(lambda m, s: observable(m, 0.0, s, name), model, state0)
+            except ValueError as err:
+                raise ValueError(f"sweep spec: [keep.reductions] {err}") from None
 
 
 # --- one chunk --------------------------------------------------------------------------
@@ -158,36 +182,61 @@ def _reduced_checks(p: Plan, params, messages: list):
     return _checks._reduce_all([_checks.Check(b, "", v) for b, v in zip(flags, values)])
 
 
+def _observer(keep):
+    """The observers a chunk's scan runs: invariant drifts and the reductions asked for."""
+    observers = []
+    if keep.invariants:
+        observers.append(InvariantDrift())
+    if keep.reductions:
+        names = tuple(name for name, _ in keep.reductions)
+        observers.append(Reductions(names))
+    return Combined(tuple(observers)) if observers else None
+
+
 def _kept(p: Plan, params):
     """One chunk: build, simulate, and the kept quantities `{name: (k, ...)}`."""
     model, state0 = _build(p, params)
     keep = p.sweep.keep
-    observer = InvariantDrift() if keep.invariants else None
+    observer = _observer(keep)
     sol = simulate(
         p.integrator,
         model,
         state0,
         jnp.asarray(p.dt, p.dtype),
         p.n_steps,
-        save_every=p.n_steps,
+        save_every=keep.stride or p.n_steps,
         model_axes=0,
         observer=observer,
     )
+    observations = list(sol.observations or ())
     out = {}
     if keep.final_state:
         for path, leaf in jax.tree_util.tree_flatten_with_path(sol.final_state)[0]:
             out["final/" + _leaf_name(path)] = leaf
+    if keep.stride:
+        for path, leaf in jax.tree_util.tree_flatten_with_path(sol.states)[0]:
+            out["trajectory/" + _leaf_name(path)] = leaf
     if keep.invariants:
-        initial, largest = sol.observations
+        initial, largest = observations.pop(0)
         t_end = jnp.asarray(p.dt * p.n_steps, p.dtype)
         final = jax.vmap(lambda m, s: m.invariants(t_end, s))(model, sol.final_state)
         for name in initial:
             out[f"drift_final/{name}"] = jnp.abs(final[name] - initial[name])
             out[f"drift_max/{name}"] = largest[name]
+    if keep.reductions:
+        reduced = Reductions(tuple(n for n, _ in keep.reductions)).results(observations.pop(0))
+        for name, which in keep.reductions:
+            for r in which:
+                out[f"reductions/{_array_name(name)}/{r}"] = reduced[(name, r)]
     if keep.outcome:
         out["outcome/result"] = sol.outcome.result
         out["outcome/first_failure"] = sol.outcome.first_failure
     return out
+
+
+def _array_name(observable: str) -> str:
+    """An observable as a store array's name: `Pi[1]` -> `Pi_1`, `R[0,2]` -> `R_0_2`."""
+    return re.sub(r"\W+", "_", observable.replace(" ", "")).strip("_")
 
 
 def _leaf_name(path) -> str:

@@ -25,6 +25,10 @@ A spec file (TOML) is the same description:
     final_state = true          # the state at t_end
     invariants = true           # |I(t) − I(0)| at t_end and its maximum over every step
     outcome = true              # the first failed step's cause (jaxrigid.results.RESULTS)
+    stride = 0                  # the state every `stride` steps (0: no trajectory)
+
+    [keep.reductions]           # over every step: min, max, mean (time average), first_zero
+    "Pi[1]" = ["first_zero", "min"]
 """
 
 from __future__ import annotations
@@ -46,11 +50,40 @@ _DTYPES = ("float64", "float32")
 class Keep:
     """What is stored per member: `final_state`, `invariants` (drift at the end and its
     maximum over every step, by an observer inside the scan), `outcome` (cause code and the
-    first failed step)."""
+    first failed step), `reductions` (`{observable: [reduction, ...]}`, over every step by
+    `observers.Reductions`: min, max, mean, first_zero of an invariant or a state component
+    such as `"Pi[1]"`), and `stride` (the state every `stride` steps, from t = 0; 0: none)."""
 
     final_state: bool = True
     invariants: bool = True
     outcome: bool = True
+    reductions: Mapping = dataclasses.field(default_factory=dict)
+    stride: int = 0
+
+    def __post_init__(self):
+        from ..observers import REDUCTIONS
+
+        pairs = []
+        for name, which in dict(self.reductions).items():
+            which = (which,) if isinstance(which, str) else tuple(which)
+            unknown = sorted(set(which) - set(REDUCTIONS))
+            if not which or unknown:
+                raise ValueError(
+                    f"sweep spec: [keep.reductions] {name!r}: give reductions among "
+                    f"{list(REDUCTIONS)}" + (f" (unknown: {unknown})" if unknown else "")
+                )
+            pairs.append((str(name), which))
+        # a tuple of pairs: hashable (a compiled program's key) and in the spec's order
+        object.__setattr__(self, "reductions", tuple(pairs))
+        if not (isinstance(self.stride, int) and self.stride >= 0):
+            raise ValueError(
+                f"sweep spec: [keep] stride must be an integer ≥ 0, got {self.stride!r}"
+            )
+
+    def describe(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["reductions"] = {name: list(which) for name, which in self.reductions}
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +127,7 @@ class Sweep:
     def describe(self) -> dict:
         """A plain dict (JSON/TOML-able) from which `from_dict` rebuilds the sweep."""
         out = dict(case=self.case, axes=[a.describe() for a in self.axes], set=dict(self.set),
-                   keep=dataclasses.asdict(self.keep), dtype=self.dtype)  # fmt: skip
+                   keep=self.keep.describe(), dtype=self.dtype)  # fmt: skip
         for name in ("method", "dt", "t_end", "chunk_size"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
