@@ -16,6 +16,7 @@ from .axes import LatinHypercube as LatinHypercube
 from .axes import RandomSample as RandomSample
 from .axes import Table as Table
 from .axes import Values as Values
+from .cluster import run_distributed as run_distributed
 from .run import plan as plan
 from .run import run as run
 from .spec import Keep as Keep
@@ -37,6 +38,7 @@ __all__ = [
     "load_spec",
     "plan",
     "run",
+    "run_distributed",
     "to_xarray",
 ]
 
