@@ -13,10 +13,13 @@ _MODELS: dict[int, tuple[Any, Any]] = {}  # id(case) -> (case, model): cases are
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
-    """A scalar parameter of a case, overridable with `--set name=value`."""
+    """A scalar parameter of a case, overridable with `--set name=value`. `sweepable`:
+    whether a sweep may vary it member by member (`False` for a structural parameter, one the
+    build or the reports use as a Python value, e.g. a count or a switch of the outputs)."""
 
     default: float
     doc: str
+    sweepable: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

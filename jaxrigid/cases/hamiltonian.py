@@ -41,7 +41,9 @@ def _build_pendulum(p):
 def _build_kepler(p):
     e = p["e"]
     q0 = jnp.array([1.0 - e, 0.0])
-    p0 = jnp.array([0.0, np.sqrt((1.0 + e) / (1.0 - e))])
+    # e = 1: ZeroDivisionError for a Python float, inf when traced; e > 1: NaN. Either is
+    # refused by simulate's state check ("q0 or p0 contains NaN or inf")
+    p0 = jnp.array([0.0, jnp.sqrt((1.0 + e) / (1.0 - e))])
     return ham.kepler(), CanonicalState(q0, p0)
 
 

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import Check
+from .._checks import Check, is_concrete
 from ..controls import AbstractControl, SinusoidControl
 from ..models.rolling_ball import (
     TWO_CIRCLES_T_END,
@@ -152,7 +152,7 @@ def _ball(p, masses, rails, control):
 
 def _horizontal(azimuth):
     """The body unit vector at angle `azimuth` from e1 in the body (e1, e2) plane."""
-    return _f([math.cos(azimuth), math.sin(azimuth), 0.0])
+    return _f([jnp.cos(azimuth), jnp.sin(azimuth), 0.0])
 
 
 # --- builders --------------------------------------------------------------------------------
@@ -269,8 +269,9 @@ def _build_disk(p):
 
 
 def _build_suslov(p):
+    """Concrete `ξ = 0`: `ValueError`; traced, `Suslov.parameter_checks` refuses it."""
     xi = _vec(p, "xi")
-    if not float(jnp.linalg.norm(xi)) > 0:
+    if is_concrete(xi) and not float(jnp.linalg.norm(xi)) > 0:
         raise ValueError("xi must be nonzero")
     Omega = _vec(p, "Omega")
     Omega = Omega - (jnp.dot(Omega, xi) / jnp.dot(xi, xi)) * xi  # onto ξ⊥: admissible

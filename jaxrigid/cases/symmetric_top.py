@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import is_concrete
 from ..lie import quaternion, so3
 from ..models import symmetric_top as st
 from ..models.constrained_rigid_body import ConstrainedRigidBodyState
@@ -53,10 +54,15 @@ def initial_values(p):
 
 
 def _build_euler(p):
+    """Concrete `theta0` outside (0°, 180°): `ValueError`. Traced (a sweep): such a member's
+    angles `q0` are NaN (the Euler-angle chart is singular there), which `simulate`'s state
+    check refuses ("q0 or p0 contains NaN or inf")."""
     angles, rates, params = initial_values(p)
-    if not 0.0 < float(angles[0]) < np.pi:
+    inside = (0.0 < angles[0]) & (angles[0] < np.pi)
+    if is_concrete(inside) and not bool(inside):
         raise ValueError("theta0 must lie strictly between 0 and 180 degrees (Euler angles)")
-    return st.euler_angle_top(angles, rates, params)
+    model, state = st.euler_angle_top(angles, rates, params)
+    return model, state._replace(q=jnp.where(inside, state.q, jnp.nan))
 
 
 def _build_quaternion(p):
