@@ -26,6 +26,7 @@ from jaxrigid.integrators import get_method
 from jaxrigid.observers import Reductions
 from jaxrigid.simulation import simulate
 from jaxrigid.sweep import (
+    Circle,
     Grid,
     Keep,
     LatinHypercube,
@@ -75,7 +76,14 @@ def test_axes_values():
     A, P = np.meshgrid([0.0, 0.5, 1.0], [1.0, 2.0], indexing="ij")
     np.testing.assert_array_equal(got["a"], A.ravel())
     np.testing.assert_array_equal(got["p"], P.ravel())
-    for axis in (Grid("a", 0, 1, 3), Values("b", (1.0, 2.0)), t, LatinHypercube({"c": (0, 1)}, 4)):
+    circle = Circle(("x", "y"), 2.0, 0.0, 1.0, 5, dim_name="phi")
+    for axis in (
+        Grid("a", 0, 1, 3),
+        Values("b", (1.0, 2.0)),
+        t,
+        LatinHypercube({"c": (0, 1)}, 4),
+        circle,
+    ):
         assert axis_of(axis.describe()).describe() == axis.describe()
 
 
@@ -213,6 +221,66 @@ def test_bad_keep_entries_are_named():
         Keep(stride=-1)
     spec = small(keep=REDUCE).describe()
     assert Sweep.from_dict(spec) == small(keep=REDUCE)  # the store's description round-trips
+
+
+def test_swept_step_and_circle_axis_equal_the_members_own_runs(tmp_path):
+    """An axis over the step dt (each member runs n_steps = 40 steps of its own dt) and a
+    circle axis (Omega1 = r cos φ, Omega3 = r sin φ): each member equals its own run, to
+    round-off as in test_members_equal_their_own_runs."""
+    circle = Circle(("Omega1", "Omega3"), 0.3, 0.0, np.pi, 4, dim_name="phi")
+    sweep = Sweep(
+        "krysl-torque-free",
+        axes=(Values("dt", (0.01, 0.025, 0.05)), circle),
+        n_steps=40,
+        keep=Keep(stride=20),
+        chunk_size=5,
+    )
+    run(sweep, tmp_path / "s", progress=False)
+    got = load(tmp_path / "s")
+    np.testing.assert_allclose(
+        got["trajectory_t"][:, 0], [[0.0, 0.2, 0.4], [0.0, 0.5, 1.0], [0.0, 1.0, 2.0]], rtol=1e-15
+    )
+    case, integrator = get_case("krysl-torque-free"), get_method("IMIDM")
+    phi = np.linspace(0.0, np.pi, 4)
+    for i, dt in enumerate((0.01, 0.025, 0.05)):
+        for j in range(4):
+            params = case.resolve({"Omega1": 0.3 * np.cos(phi[j]), "Omega3": 0.3 * np.sin(phi[j])})
+            assert got["param/Omega1"][i, j] == params["Omega1"]
+            assert got["param/Omega3"][i, j] == params["Omega3"]
+            model, state0 = case.build(params)
+            sol = simulate(integrator, model, state0, dt, 40, save_every=20)
+            close = dict(rtol=1e-14, atol=1e-15)
+            np.testing.assert_allclose(got["trajectory/Pi"][i, j], sol.states.Pi, **close)
+            np.testing.assert_allclose(got["final/Pi"][i, j], sol.final_state.Pi, **close)
+    ds = to_xarray(tmp_path / "s")
+    np.testing.assert_allclose(ds["phi"].values, phi, rtol=1e-15)
+    assert ds["trajectory_t"].dims == ("dt", "phi", "t")
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(n_steps=None), "sweeps the step dt: give n_steps"),
+        (dict(n_steps=10, dt=0.01), "sweeps the step dt: give n_steps .* and no fixed dt"),
+    ],
+)
+def test_a_swept_step_needs_n_steps(kw, message, tmp_path):
+    sweep = Sweep("krysl-torque-free", axes=(Values("dt", (0.01, 0.02)),), **kw)
+    with pytest.raises(ValueError, match=message):
+        run(sweep, tmp_path / "s", progress=False)
+
+
+def test_n_steps_instead_of_t_end():
+    from jaxrigid.sweep import plan
+
+    p = plan(Sweep("krysl-torque-free", axes=AXES, n_steps=30, dt=0.02))
+    assert (p.n_steps, p.dt) == (30, 0.02) and abs(p.t_end - 0.6) < 1e-15
+    with pytest.raises(ValueError, match="t_end or n_steps, not both"):
+        Sweep("krysl-torque-free", axes=AXES, n_steps=30, t_end=1.0)
+    with pytest.raises(ValueError, match="n_steps must be a positive integer"):
+        Sweep("krysl-torque-free", axes=AXES, n_steps=0)
+    with pytest.raises(ValueError, match="two parameters"):
+        Circle(("a",), 1.0, 0.0, 1.0, 3)
 
 
 _SHARDED = textwrap.dedent(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .axes import Circle as Circle
 from .axes import Grid as Grid
 from .axes import LatinHypercube as LatinHypercube
 from .axes import RandomSample as RandomSample
@@ -25,6 +26,7 @@ from .spec import load_spec as load_spec
 from .store import Store, SweepStoreError
 
 __all__ = [
+    "Circle",
     "Grid",
     "Keep",
     "LatinHypercube",
@@ -51,7 +53,8 @@ def describe(path) -> dict:
 def load(path) -> dict[str, np.ndarray]:
     """The results at `path`: `{name: array of shape (*sweep shape, ...)}` plus `"finished"`
     (bool, per member: its chunk finished; unfinished members hold NaN, integers −1) and, when
-    a trajectory was kept, `"trajectory_t"` (its times, the same for every member)."""
+    a trajectory was kept, `"trajectory_t"` (its times: `(n_saved,)`, or per member when the
+    sweep's axes sweep the step `dt`)."""
     store = Store.open(path)
     attrs = store.attrs
     shape, n, size = tuple(attrs["shape"]), attrs["n_members"], attrs["chunk_size"]
@@ -63,7 +66,8 @@ def load(path) -> dict[str, np.ndarray]:
     stride = attrs["sweep"]["keep"].get("stride", 0)
     if stride:
         n_saved = attrs["n_steps"] // stride + 1
-        out["trajectory_t"] = np.arange(n_saved) * (attrs["dt"] * stride)
+        dt = out["param/dt"][..., None] if attrs["dt"] is None else attrs["dt"]  # swept
+        out["trajectory_t"] = np.arange(n_saved) * (dt * stride)
     return out
 
 
@@ -86,7 +90,8 @@ def to_xarray(path):
         for name, values in axis.coordinates().items():
             coords[name] = ((axis.dim,), values)
     if "trajectory_t" in data:
-        coords["t"] = data.pop("trajectory_t")
+        t = data.pop("trajectory_t")  # per member when the step is swept
+        coords["t" if t.ndim == 1 else "trajectory_t"] = t if t.ndim == 1 else (dims + ["t"], t)
     variables = {}
     for key, value in data.items():
         if key.startswith("param/"):

@@ -13,6 +13,9 @@ sweep of 10⁹ members builds only its own parameters, never the whole table.
   parameter's range cut into `num` equal strata, each stratum sampled once, the strata of the
   parameters paired by independent random permutations (McKay, Beckman & Conover 1979).
 - `Table(columns)`: the rows of a user table `{name: (num,) array}`.
+- `Circle((x, y), radius, start, stop, num)`: `num` points `x = r cos φ, y = r sin φ` at
+  evenly spaced angles φ from `start` to `stop` (radians, both included): a direction in the
+  plane of two parameters at a fixed norm (an initial momentum's direction on its sphere).
 
 Samples and tables move several parameters together (one axis, one index); grids and value
 lists move one. Everything is float64 numpy: the sweep casts to its own dtype when it builds
@@ -28,7 +31,16 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["AbstractAxis", "Grid", "LatinHypercube", "RandomSample", "Table", "Values", "axis_of"]
+__all__ = [
+    "AbstractAxis",
+    "Circle",
+    "Grid",
+    "LatinHypercube",
+    "RandomSample",
+    "Table",
+    "Values",
+    "axis_of",
+]
 
 
 class AbstractAxis:
@@ -211,7 +223,44 @@ class Table(AbstractAxis):
                     dim=self.dim_name)  # fmt: skip
 
 
-_KINDS = {"grid", "values", "random", "lhs", "table"}
+@dataclasses.dataclass(frozen=True)
+class Circle(AbstractAxis):
+    parameters: tuple[str, str]
+    radius: float
+    start: float
+    stop: float
+    num: int
+    dim_name: str = "angle"
+
+    def __post_init__(self):
+        object.__setattr__(self, "parameters", tuple(str(p) for p in self.parameters))
+        if len(self.parameters) != 2 or len(set(self.parameters)) != 2:
+            raise ValueError(f"circle axis: give two parameters, got {list(self.parameters)}")
+        _count(self.dim_name, self.num)
+        _finite(self.dim_name, self.radius, self.start, self.stop)
+
+    names = property(lambda self: self.parameters)
+    dim = property(lambda self: self.dim_name)
+    size = property(lambda self: self.num)
+
+    def angles(self, indices) -> np.ndarray:
+        (angle,) = Grid(self.dim_name, self.start, self.stop, self.num).values(indices).values()
+        return angle
+
+    def values(self, indices):
+        angle = self.angles(indices)
+        x, y = self.parameters
+        return {x: self.radius * np.cos(angle), y: self.radius * np.sin(angle)}
+
+    def coordinates(self):
+        return {self.dim_name: self.angles(np.arange(self.num)), **super().coordinates()}
+
+    def describe(self):
+        return dict(kind="circle", parameters=list(self.parameters), radius=self.radius,
+                    start=self.start, stop=self.stop, num=self.num, dim=self.dim_name)  # fmt: skip
+
+
+_KINDS = {"grid", "values", "random", "lhs", "table", "circle"}
 
 
 def axis_of(entry: Mapping) -> AbstractAxis:
@@ -228,6 +277,8 @@ def axis_of(entry: Mapping) -> AbstractAxis:
             return Values(entry.pop("parameter"), tuple(entry.pop("values")), **entry)
         if kind == "table":
             return Table(entry.pop("columns"), entry.pop("dim", "row"), **entry)
+        if kind == "circle":
+            return Circle(dim_name=entry.pop("dim", "angle"), **entry)
         cls = RandomSample if kind == "random" else LatinHypercube
         dim = entry.pop("dim", "sample")
         return cls(entry.pop("ranges"), entry.pop("num"), entry.pop("seed", 0), dim, **entry)

@@ -45,6 +45,7 @@ __all__ = [
 
 DEFAULT_MEMORY_FRACTION = 0.25  # of the device's memory a chunk may use (CPU: of the host's)
 MAX_CHUNK = 1 << 20  # members: bounds the work lost to a kill and keeps progress visible
+STEP = "dt"  # an axis over the step itself (with the spec's n_steps)
 
 
 _PROGRAMS: dict = {}  # compiled chunk programs and check passes, by `_program_key`
@@ -60,15 +61,16 @@ def _cached(key, make):
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """A validated sweep: the case, its fixed parameters, the integrator, `dt`, `n_steps`."""
+    """A validated sweep: the case, its fixed parameters, the integrator, `dt`, `n_steps`
+    (`dt` and `t_end` are None when an axis sweeps the step: each member has its own)."""
 
     sweep: Sweep
     case: object
     fixed: dict
     integrator: object
     method: str
-    dt: float
-    t_end: float
+    dt: float | None
+    t_end: float | None
     n_steps: int
 
     @property
@@ -98,7 +100,13 @@ def plan(sweep: Sweep) -> Plan:
     seen: dict[str, str] = {}
     for axis in sweep.axes:
         for name in axis.names:
-            if name not in fixed:
+            if name == STEP and name not in fixed:
+                if sweep.dt is not None or sweep.n_steps is None:
+                    raise ValueError(
+                        f"sweep spec: axis {axis.dim!r} sweeps the step dt: give n_steps (each "
+                        "member runs n_steps steps of its own dt) and no fixed dt"
+                    )
+            elif name not in fixed:
                 raise ValueError(
                     f"sweep spec: axis {axis.dim!r} sweeps {name!r}, which case {case.name} does "
                     f"not have; its parameters: {', '.join(fixed)}"
@@ -118,10 +126,17 @@ def plan(sweep: Sweep) -> Plan:
             f"sweep spec: method {method} does not integrate case {case.name}; methods that "
             f"do: {', '.join(case.methods())}"
         )
-    try:
-        dt, t_end, n_steps = step_plan(case, sweep.t_end, sweep.dt)
-    except UsageError as err:
-        raise ValueError(f"sweep spec: {err}".replace("--t-end", "t_end").replace("--dt", "dt"))
+    if STEP in seen:
+        dt, t_end, n_steps = None, None, sweep.n_steps
+    elif sweep.n_steps is not None:
+        dt = sweep.dt if sweep.dt is not None else case.default_dt
+        t_end, n_steps = dt * sweep.n_steps, sweep.n_steps
+    else:
+        try:
+            dt, t_end, n_steps = step_plan(case, sweep.t_end, sweep.dt)
+        except UsageError as err:
+            msg = f"sweep spec: {err}".replace("--t-end", "t_end").replace("--dt", "dt")
+            raise ValueError(msg) from None
     _check_keep(sweep.keep, case, fixed, n_steps)
     if sweep.dtype == "float64" and not jax.config.jax_enable_x64:
         raise ValueError(
@@ -152,16 +167,34 @@ def _check_keep(keep, case, fixed, n_steps) -> None:
 
 
 def _parameters(p: Plan, indices: np.ndarray) -> dict[str, np.ndarray]:
-    """Every case parameter of the members at `indices` (fixed ones broadcast), float64."""
+    """Every case parameter of the members at `indices` (fixed ones broadcast), and their
+    steps `dt` when swept; float64."""
     swept = member_values(p.sweep.axes, indices)
     n = len(indices)
-    return {k: swept[k] if k in swept else np.full(n, v) for k, v in p.fixed.items()}
+    out = {k: swept[k] if k in swept else np.full(n, v) for k, v in p.fixed.items()}
+    if p.dt is None:
+        out[STEP] = swept[STEP]
+    return out
 
 
 def _build(p: Plan, params):
     """`(model, state0)` of the members, each leaf with the members' leading axis."""
-    params = {k: jnp.asarray(v, p.dtype) for k, v in params.items()}
+    params = {k: jnp.asarray(v, p.dtype) for k, v in params.items() if k != STEP}
     return jax.vmap(p.case.build)(params)
+
+
+def _step(p: Plan, params):
+    """The step: a scalar, or the members' own `(k,)` when swept."""
+    return jnp.asarray(params[STEP] if p.dt is None else p.dt, p.dtype)
+
+
+def _simulate_members(p: Plan, model, state0, dt, **kwargs):
+    """`simulate` over the members (leading axes of `model` and `state0`), with one step for
+    all or each member's own (then `vmap`ped: the steps differ inside one scan)."""
+    if jnp.ndim(dt) == 0:
+        return simulate(p.integrator, model, state0, dt, p.n_steps, model_axes=0, **kwargs)
+    one = lambda m, s, h: simulate(p.integrator, m, s, h, p.n_steps, **kwargs)  # noqa: E731
+    return jax.vmap(one)(model, state0, dt)
 
 
 def _reduced_checks(p: Plan, params, messages: list):
@@ -171,14 +204,15 @@ def _reduced_checks(p: Plan, params, messages: list):
     from ..simulation import _value_checks
 
     model, state0 = _build(p, params)
+    dt = _step(p, params)
 
-    def one(m, s):
-        checks = _value_checks(m, s, 0.0, p.dt)
+    def one(m, s, h):
+        checks = _value_checks(m, s, 0.0, h)
         messages[:] = [(c.message, c.value is not None) for c in checks]
         zero = jnp.zeros((), p.dtype)
         return [c.bad for c in checks], [zero if c.value is None else c.value for c in checks]
 
-    flags, values = jax.vmap(one)(model, state0)
+    flags, values = jax.vmap(one, in_axes=(0, 0, 0 if jnp.ndim(dt) else None))(model, state0, dt)
     return _checks._reduce_all([_checks.Check(b, "", v) for b, v in zip(flags, values)])
 
 
@@ -198,16 +232,9 @@ def _kept(p: Plan, params):
     model, state0 = _build(p, params)
     keep = p.sweep.keep
     observer = _observer(keep)
-    sol = simulate(
-        p.integrator,
-        model,
-        state0,
-        jnp.asarray(p.dt, p.dtype),
-        p.n_steps,
-        save_every=keep.stride or p.n_steps,
-        model_axes=0,
-        observer=observer,
-    )
+    dt = _step(p, params)
+    save_every = keep.stride or p.n_steps
+    sol = _simulate_members(p, model, state0, dt, save_every=save_every, observer=observer)
     observations = list(sol.observations or ())
     out = {}
     if keep.final_state:
@@ -218,8 +245,8 @@ def _kept(p: Plan, params):
             out["trajectory/" + _leaf_name(path)] = leaf
     if keep.invariants:
         initial, largest = observations.pop(0)
-        t_end = jnp.asarray(p.dt * p.n_steps, p.dtype)
-        final = jax.vmap(lambda m, s: m.invariants(t_end, s))(model, sol.final_state)
+        t_end = jnp.broadcast_to(dt * p.n_steps, sol.outcome.result.shape)
+        final = jax.vmap(lambda m, s, t: m.invariants(t, s))(model, sol.final_state, t_end)
         for name in initial:
             out[f"drift_final/{name}"] = jnp.abs(final[name] - initial[name])
             out[f"drift_max/{name}"] = largest[name]
@@ -330,7 +357,7 @@ def _attrs(p: Plan, size: int, per_member: float, devices) -> dict:
 def _layout(p: Plan, size: int, fn) -> dict:
     params = _parameters(p, np.arange(size) % p.sweep.n_members)
     shapes = jax.eval_shape(fn, params)
-    layout = {f"param/{k}": ((), np.float64) for k in p.fixed}
+    layout = {f"param/{k}": ((), np.float64) for k in params}
     layout.update({k: (v.shape[1:], v.dtype) for k, v in shapes.items()})
     return layout
 

@@ -7,7 +7,7 @@ A spec file (TOML) is the same description:
     case = "krysl-torque-free"
     method = "IMIDM"            # default: the case's
     dt = 0.01                   # default: the case's
-    t_end = 20.0                # default: the case's
+    t_end = 20.0                # default: the case's; or n_steps = 2000
     dtype = "float64"
     chunk_size = 65536          # default: chosen from the measured footprint
 
@@ -89,8 +89,10 @@ class Keep:
 @dataclasses.dataclass(frozen=True)
 class Sweep:
     """A case swept over `axes` (their Cartesian product, row-major). `set`: fixed parameter
-    values; `method`, `dt`, `t_end`: default the case's; `chunk_size`: members per chunk
-    (default: chosen from a measured per-member footprint, `jaxrigid.sweep.run`)."""
+    values; `method`, `dt`, `t_end`: default the case's; `n_steps`: instead of `t_end`, and
+    needed when an axis sweeps the step `dt` itself (every member then runs `n_steps` steps
+    of its own `dt`); `chunk_size`: members per chunk (default: chosen from a measured
+    per-member footprint, `jaxrigid.sweep.run`)."""
 
     case: str
     axes: tuple[AbstractAxis, ...]
@@ -101,6 +103,7 @@ class Sweep:
     keep: Keep = Keep()
     dtype: str = "float64"
     chunk_size: int | None = None
+    n_steps: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "axes", tuple(self.axes))
@@ -111,6 +114,14 @@ class Sweep:
             isinstance(self.chunk_size, int) and self.chunk_size >= 1
         ):
             raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
+        if self.n_steps is not None and not (
+            isinstance(self.n_steps, int)
+            and not isinstance(self.n_steps, bool)
+            and self.n_steps >= 1
+        ):
+            raise ValueError(f"n_steps must be a positive integer, got {self.n_steps!r}")
+        if self.n_steps is not None and self.t_end is not None:
+            raise ValueError("give t_end or n_steps, not both")
         for name in ("dt", "t_end"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
@@ -128,7 +139,7 @@ class Sweep:
         """A plain dict (JSON/TOML-able) from which `from_dict` rebuilds the sweep."""
         out = dict(case=self.case, axes=[a.describe() for a in self.axes], set=dict(self.set),
                    keep=self.keep.describe(), dtype=self.dtype)  # fmt: skip
-        for name in ("method", "dt", "t_end", "chunk_size"):
+        for name in ("method", "dt", "t_end", "chunk_size", "n_steps"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
