@@ -415,6 +415,10 @@ def test_unwritable_directory(tmp_path):
         (Sweep("krysl-torque-free", axes=(Grid("Omega9", 0, 1, 3),)), "Omega9.*does not have"),
         (Sweep("no-such-case", axes=(Grid("a", 0, 1, 3),)), "case"),
         (
+            Sweep("nontwisting-case1", axes=(Values("q2_every", (0.0, 1.0)),)),
+            "sweeps 'q2_every', a structural parameter",
+        ),
+        (
             Sweep("krysl-torque-free", axes=(Grid("Omega1", 0, 1, 3),), method="RATTLE"),
             "method",
         ),

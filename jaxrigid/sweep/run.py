@@ -111,6 +111,11 @@ def plan(sweep: Sweep) -> Plan:
                     f"sweep spec: axis {axis.dim!r} sweeps {name!r}, which case {case.name} does "
                     f"not have; its parameters: {', '.join(fixed)}"
                 )
+            elif not case.parameters[name].sweepable:
+                raise ValueError(
+                    f"sweep spec: axis {axis.dim!r} sweeps {name!r}, a structural parameter of "
+                    f"case {case.name} (it changes the program, not a value): [set] it instead"
+                )
             if name in seen:
                 raise ValueError(f"sweep spec: parameter {name!r} is swept by two axes")
             if name in sweep.set:
