@@ -1,8 +1,15 @@
-"""`jaxrigid sweep SPEC.toml [--out DIR] [--resume] [--devices N]`: run a parameter sweep into a resumable
-store (`jaxrigid.sweep`); progress on stderr, a summary line on stdout."""
+"""`jaxrigid sweep SPEC.toml [--out DIR] [--resume] [--devices N]
+[--scheduler ADDRESS | --scheduler-file FILE | --local-workers N]`: run a parameter sweep into
+a resumable store (`jaxrigid.sweep`), in this process or on a Dask distributed cluster (one
+task per chunk, `jaxrigid.sweep.cluster`); progress on stderr, a summary line on stdout.
+
+`--devices` applies to a run in this process only: on a cluster each worker shards a chunk over
+its own local devices, so `--devices` with a cluster option is a usage error rather than a
+silently ignored option."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from .errors import RunError, UsageError
@@ -14,12 +21,68 @@ def add_parser(sub) -> None:
     p.add_argument("--out", help="output directory (default: the spec's name beside it)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep")
     p.add_argument("--devices", type=int, help="local devices to shard over (default: all)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler")
+    where.add_argument(
+        "--scheduler-file", metavar="FILE", help="run on the Dask scheduler this file names"
+    )
+    where.add_argument(
+        "--local-workers", type=int, metavar="N", help="run on a local Dask cluster of N workers"
+    )
+
+
+def _on_cluster(args) -> bool:
+    return any(v is not None for v in (args.scheduler, args.scheduler_file, args.local_workers))
+
+
+@contextlib.contextmanager
+def _client(args):
+    """A `distributed.Client` for the cluster the options name (a local one is started and
+    stopped here)."""
+    from ..sweep.cluster import _distributed
+
+    try:
+        distributed = _distributed()
+    except ImportError as err:
+        raise UsageError(str(err)) from None
+    if args.local_workers is None:
+        where = args.scheduler or args.scheduler_file
+        try:
+            client = distributed.Client(args.scheduler, scheduler_file=args.scheduler_file)
+        except (OSError, TimeoutError) as err:  # refused, timed out, no such file
+            raise RunError(f"cannot reach the Dask scheduler at {where}: {err}") from None
+        with client:
+            yield client
+        return
+    if args.local_workers < 1:
+        raise UsageError(f"--local-workers must be at least 1, got {args.local_workers}")
+    cluster = distributed.LocalCluster(
+        n_workers=args.local_workers, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    with cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def _run(sweep, out, args) -> None:
+    from ..sweep import run, run_distributed
+
+    if not _on_cluster(args):
+        run(sweep, out, resume=args.resume, devices=args.devices)
+        return
+    if args.devices is not None:
+        raise UsageError(
+            "--devices applies to a run in this process; on a cluster each worker uses its "
+            "own local devices (one worker per GPU: CUDA_VISIBLE_DEVICES)"
+        )
+    with _client(args) as client:
+        run_distributed(sweep, out, client, resume=args.resume)
 
 
 def cmd_sweep(args) -> int:
     from pathlib import Path
 
-    from ..sweep import SweepStoreError, load_spec, run
+    from ..sweep import SweepStoreError, load_spec
+    from ..sweep.cluster import SweepTaskError
 
     spec = Path(args.spec)
     out = Path(args.out) if args.out else spec.with_suffix("")
@@ -31,10 +94,10 @@ def cmd_sweep(args) -> int:
         raise UsageError(f"{spec}: {err}") from None
     t = time.perf_counter()
     try:
-        run(sweep, out, resume=args.resume, devices=args.devices)
+        _run(sweep, out, args)
     except ValueError as err:
         raise UsageError(f"{spec}: {err}") from None
-    except SweepStoreError as err:
+    except (SweepStoreError, SweepTaskError) as err:
         raise RunError(str(err)) from None
     seconds = time.perf_counter() - t
     print(f"{sweep.n_members} members of {sweep.case} in {seconds:.1f} s -> {out}")
