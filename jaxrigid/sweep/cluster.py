@@ -5,8 +5,8 @@
         run_distributed(sweep, "/shared/out", client)
 
 Why Dask distributed: a sweep's chunks are independent, so a task engine fits, and Dask is
-pure Python (`pip install 'jaxrigid[cluster]'`), its `LocalCluster` is the same code path as a
-real cluster, a task whose worker dies or that raises is retried elsewhere, and it runs on
+pure Python (`pip install 'jaxrigid[sweep,cluster]'`), its `LocalCluster` is the same code path
+as a real cluster, a task whose worker dies or that raises is retried elsewhere, and it runs on
 SLURM with `dask scheduler` + `dask worker` under `srun` (examples/slurm/sweep.sbatch) or
 dask-jobqueue. Ray would fit too but is a far heavier install with its own object store; and
 `jax.distributed` is SPMD in lockstep: one lost host stops the whole computation, with no
@@ -66,7 +66,8 @@ def _distributed():
         import distributed
     except ImportError as err:
         raise ImportError(
-            "running a sweep on a cluster needs dask distributed: pip install 'jaxrigid[cluster]'"
+            "running a sweep on a cluster needs dask distributed: "
+            "pip install 'jaxrigid[sweep,cluster]'"
         ) from err
     return distributed
 
