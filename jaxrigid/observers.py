@@ -50,7 +50,7 @@ class InvariantDrift(AbstractObserver):
 REDUCTIONS = ("min", "max", "mean", "first_zero")
 
 
-def _state_fields(state) -> dict:
+def state_fields(state) -> dict:
     if hasattr(state, "_fields"):  # a NamedTuple
         return {name: getattr(state, name) for name in state._fields}
     if dataclasses.is_dataclass(state):  # an equinox Module
@@ -64,7 +64,7 @@ def observable(model, t, state, name: str):
     `ValueError` naming the choices otherwise."""
     match = re.fullmatch(r"(\w+)(?:\[(\d+(?:,\d+)*)\])?", name.replace(" ", ""))
     invariants = model.invariants(t, state)
-    fields = _state_fields(state)
+    fields = state_fields(state)
     if match and match[2] is None and match[1] in invariants:
         return invariants[match[1]]
     if not match or match[1] not in fields:

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _checks
-from ..observers import Combined, InvariantDrift, Reductions, observable
+from ..observers import Combined, InvariantDrift, Reductions, observable, state_fields
 from ..simulation import simulate
 from .axes import member_values
 from .spec import Sweep
@@ -158,9 +158,17 @@ def _check_keep(keep, case, fixed, n_steps) -> None:
         raise ValueError(
             f"sweep spec: [keep] stride {keep.stride} does not divide the {n_steps} steps"
         )
+    params = {k: jnp.asarray(v) for k, v in fixed.items()}
+    model, state0 = jax.eval_shape(case.build, params)
+    if keep.lyapunov:
+        value = getattr(state0, keep.lyapunov, None) if keep.lyapunov.isidentifier() else None
+        if not (hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.floating)):
+            fields = ", ".join(state_fields(state0))
+            raise ValueError(
+                f"sweep spec: [keep] lyapunov = {keep.lyapunov!r} is not a field of case "
+                f"{case.name}'s state; its fields: {fields}"
+            )
     if keep.reductions:
-        params = {k: jnp.asarray(v) for k, v in fixed.items()}
-        model, state0 = jax.eval_shape(case.build, params)
         for name, _ in keep.reductions:
             try:
                 jax.eval_shape(lambda m, s: observable(m, 0.0, s, name), model, state0)
@@ -239,7 +247,14 @@ def _kept(p: Plan, params):
     observer = _observer(keep)
     dt = _step(p, params)
     save_every = keep.stride or p.n_steps
-    sol = _simulate_members(p, model, state0, dt, save_every=save_every, observer=observer)
+
+    def run(s0):
+        return _simulate_members(p, model, s0, dt, save_every=save_every, observer=observer)
+
+    if keep.lyapunov:  # the run and its tangent in one pass
+        sol, tangent = jax.jvp(run, (state0,), (_unit_tangent(state0, keep.lyapunov),))
+    else:
+        sol = run(state0)
     observations = list(sol.observations or ())
     out = {}
     if keep.final_state:
@@ -260,10 +275,28 @@ def _kept(p: Plan, params):
         for name, which in keep.reductions:
             for r in which:
                 out[f"reductions/{_array_name(name)}/{r}"] = reduced[(name, r)]
+    if keep.lyapunov:
+        growth = sum(
+            jnp.sum(jnp.reshape(x, (x.shape[0], -1)) ** 2, axis=1)
+            for x in jax.tree_util.tree_leaves(tangent.final_state)
+        )
+        out[f"lyapunov/{keep.lyapunov}"] = 0.5 * jnp.log(growth) / (dt * p.n_steps)
     if keep.outcome:
         out["outcome/result"] = sol.outcome.result
         out["outcome/first_failure"] = sol.outcome.first_failure
     return out
+
+
+def _unit_tangent(state0, field: str):
+    """A tangent of the members' states: zero but in `field`, there the unit vector along
+    (1, 1, …)/√n (the same direction for every member, so their exponents compare)."""
+    tangent = jax.tree_util.tree_map(jnp.zeros_like, state0)
+    value = getattr(state0, field)
+    n = max(1, int(np.prod(value.shape[1:])))
+    unit = jnp.full_like(value, 1.0 / np.sqrt(n))
+    if hasattr(tangent, "_replace"):  # a NamedTuple
+        return tangent._replace(**{field: unit})
+    return dataclasses.replace(tangent, **{field: unit})
 
 
 def _array_name(observable: str) -> str:

@@ -26,6 +26,7 @@ A spec file (TOML) is the same description:
     invariants = true           # |I(t) − I(0)| at t_end and its maximum over every step
     outcome = true              # the first failed step's cause (jaxrigid.results.RESULTS)
     stride = 0                  # the state every `stride` steps (0: no trajectory)
+    lyapunov = "Pi"             # finite-time Lyapunov exponent from a tangent in Pi ("": none)
 
     [keep.reductions]           # over every step: min, max, mean (time average), first_zero
     "Pi[1]" = ["first_zero", "min"]
@@ -52,13 +53,18 @@ class Keep:
     maximum over every step, by an observer inside the scan), `outcome` (cause code and the
     first failed step), `reductions` (`{observable: [reduction, ...]}`, over every step by
     `observers.Reductions`: min, max, mean, first_zero of an invariant or a state component
-    such as `"Pi[1]"`), and `stride` (the state every `stride` steps, from t = 0; 0: none)."""
+    such as `"Pi[1]"`), `stride` (the state every `stride` steps, from t = 0; 0: none), and
+    `lyapunov` (a state field such as `"Pi"`, `"p"`: the finite-time Lyapunov exponent
+    (1/T) log |δ(T)| of the tangent δ started as a unit vector in that field, by `jax.jvp`
+    through the whole run — a chaos indicator; the field must be a vector space coordinate
+    (momenta, not a rotation matrix); finite while λT < log(float max) ≈ 709 in float64)."""
 
     final_state: bool = True
     invariants: bool = True
     outcome: bool = True
     reductions: Mapping = dataclasses.field(default_factory=dict)
     stride: int = 0
+    lyapunov: str = ""
 
     def __post_init__(self):
         from ..observers import REDUCTIONS
@@ -75,6 +81,10 @@ class Keep:
             pairs.append((str(name), which))
         # a tuple of pairs: hashable (a compiled program's key) and in the spec's order
         object.__setattr__(self, "reductions", tuple(pairs))
+        if not isinstance(self.lyapunov, str):
+            raise ValueError(
+                f"sweep spec: [keep] lyapunov must be a state field's name, got {self.lyapunov!r}"
+            )
         if not (isinstance(self.stride, int) and self.stride >= 0):
             raise ValueError(
                 f"sweep spec: [keep] stride must be an integer ≥ 0, got {self.stride!r}"
