@@ -83,6 +83,13 @@ def test_shard_count():
     assert shard_count(1, 7) == 1 and shard_count(8, 12) == 6
 
 
+def test_missing_distributed_names_the_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"jaxrigid\[sweep,cluster\]"):
+        run_distributed(small(), tmp_path / "s", client=None)
+    assert not (tmp_path / "s").exists()
+
+
 def test_cluster_equals_in_process(client, reference, tmp_path):
     """Both workers compute chunks; every member equals the in-process run bit for bit."""
     client.wait_for_workers(2)
@@ -92,6 +99,9 @@ def test_cluster_equals_in_process(client, reference, tmp_path):
     _assert_equal(load(out), reference)
     assert _chunks_run(stream) == [0, 1, 2, 3, 4]
     assert len({t["worker"] for t in stream.data}) == 2, "one worker did everything"
+    with distributed.get_task_stream(client) as again:  # a finished store: nothing to run
+        run_distributed(small(), out, client, resume=True, progress=False)
+    assert _chunks_run(again) == []
     # a task repeated after its chunk was written (its worker died before reporting) does
     # nothing: it neither fails nor rewrites the marker
     before = _markers(out)

@@ -142,6 +142,8 @@ def run_distributed(
         p = plan(sweep)
         store, size = open_store(p, out, resume=resume, devices=_driver_devices(out))
     todo = unfinished(store, sweep.n_members, size)
+    if not todo:
+        return out
     tag, spec = uuid.uuid4().hex[:8], sweep.describe()
     futures = {
         client.submit(
@@ -152,7 +154,7 @@ def run_distributed(
     }  # fmt: skip
     bar = _progress(sweep.n_members, sweep.n_members - _members(todo), progress)
     try:
-        for future in distributed.as_completed(futures):
+        for future in distributed.as_completed(futures, loop=client.loop):
             chunk = futures[future]
             if future.status != "finished":  # "error" after its retries, or "cancelled"
                 client.cancel(list(futures))
