@@ -35,6 +35,7 @@ from jaxrigid.sweep import (
     SweepStoreError,
     Table,
     Values,
+    describe,
     load,
     load_spec,
     run,
@@ -139,10 +140,12 @@ def test_members_equal_their_own_runs(reference):
 
 @pytest.mark.parametrize("chunk", [1, 8, 34])
 def test_chunking_is_invisible(reference, chunk, tmp_path):
-    """Chunks of 8 or 34 members (the last one padded) equal one chunk of 35 bit for bit. A
-    one-member chunk is compiled as scalar code (XLA drops the unit axis) and may differ in
-    the last bit (measured: 1 ulp), so it is held to round-off."""
+    """Chunks of at most 8 or 34 members (made equal: 5 of 7, 2 of 18 with one member of
+    padding) equal one chunk of 35 bit for bit. A one-member chunk is compiled as scalar code
+    (XLA drops the unit axis) and may differ in the last bit (measured: 1 ulp), so it is
+    held to round-off."""
     run(small(chunk_size=chunk), tmp_path / "s", progress=False)
+    assert describe(tmp_path / "s")["chunk_size"] == {1: 1, 8: 7, 34: 18}[chunk]
     got = load(tmp_path / "s")
     assert got.keys() == reference.keys()
     for k in reference:
@@ -411,11 +414,11 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
 
 
 def test_full_disk_leaves_finished_chunks_readable(tmp_path, monkeypatch):
-    sweep, out = small(chunk_size=8), tmp_path / "s"
+    sweep, out = small(chunk_size=7), tmp_path / "s"
     original = store_module.Store._write_rows
 
     def failing(self, name, start, value):  # the disk fills up during chunk 2's writes
-        if start == 16 and name.startswith("final/"):
+        if start == 14 and name.startswith("final/"):
             raise OSError(28, "No space left on device")
         return original(self, name, start, value)
 
@@ -424,7 +427,7 @@ def test_full_disk_leaves_finished_chunks_readable(tmp_path, monkeypatch):
         run(sweep, out, progress=False)
     monkeypatch.undo()
     partial = load(out)
-    assert partial["finished"].ravel().tolist() == [True] * 16 + [False] * 19
+    assert partial["finished"].ravel().tolist() == [True] * 14 + [False] * 21
     run(sweep, out, resume=True, progress=False)
     assert load(out)["finished"].all()
 

@@ -29,8 +29,8 @@ AXES = (Grid("Omega1", -0.5, 0.5, 7), Values("Omega3", (0.0, 0.05, 0.1, -0.2, 0.
 
 
 def small(**kw) -> Sweep:
-    """35 members of the torque-free body, 100 steps, in 5 chunks of 8."""
-    return Sweep("krysl-torque-free", axes=AXES, t_end=1.0, chunk_size=8, **kw)
+    """35 members of the torque-free body, 100 steps, in 5 chunks of 7."""
+    return Sweep("krysl-torque-free", axes=AXES, t_end=1.0, chunk_size=7, **kw)
 
 
 def _worker_env() -> dict:
@@ -105,7 +105,7 @@ def test_cluster_equals_in_process(client, reference, tmp_path):
     # a task repeated after its chunk was written (its worker died before reporting) does
     # nothing: it neither fails nor rewrites the marker
     before = _markers(out)
-    assert _chunk_task(small().describe(), str(out), 2, 16, 24, 8, True) == 0
+    assert _chunk_task(small().describe(), str(out), 2, 14, 21, 7, True) == 0
     assert _markers(out) == before
 
 
@@ -129,7 +129,7 @@ def test_resume_on_the_cluster(client, reference, tmp_path, monkeypatch):
     """After an interrupted in-process run (chunks 0 and 1 finished) the cluster computes only
     chunks 2–4, leaves the finished ones untouched, and the store equals the full run."""
     out = tmp_path / "s"
-    _interrupted(out, 16, monkeypatch)
+    _interrupted(out, 14, monkeypatch)
     stamps = _markers(out)
     assert sorted(stamps) == ["0", "1"]
     data = out / "results.zarr" / "final" / "Pi" / "c" / "0" / "0"
@@ -149,7 +149,7 @@ def test_a_failing_chunk_is_named_and_resume_continues(client, reference, tmp_pa
     out = tmp_path / "s"
     _interrupted(out, 0, monkeypatch)  # the store exists, no chunk finished
     (out / "done" / "3.tmp").mkdir()
-    with pytest.raises(SweepTaskError, match=r"chunk 3 \(members 24\.\.31\).*--resume"):
+    with pytest.raises(SweepTaskError, match=r"chunk 3 \(members 21\.\.27\).*--resume"):
         run_distributed(small(), out, client, resume=True, progress=False, retries=1)
     assert not (out / "done" / "3").exists()
     (out / "done" / "3.tmp").rmdir()
@@ -160,7 +160,7 @@ def test_a_failing_chunk_is_named_and_resume_continues(client, reference, tmp_pa
 _SPEC = """
 case = "krysl-torque-free"
 t_end = 1.0
-chunk_size = 8
+chunk_size = 7
 [[axes]]
 kind = "grid"
 parameter = "Omega1"

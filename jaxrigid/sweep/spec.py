@@ -9,7 +9,7 @@ A spec file (TOML) is the same description:
     dt = 0.01                   # default: the case's
     t_end = 20.0                # default: the case's; or n_steps = 2000
     dtype = "float64"
-    chunk_size = 65536          # default: chosen from the measured footprint
+    chunk_size = 65536          # at most; default: chosen from the measured footprint
 
     [set]                       # fixed parameters (default: the case's)
     I12 = 0.0
@@ -101,8 +101,9 @@ class Sweep:
     """A case swept over `axes` (their Cartesian product, row-major). `set`: fixed parameter
     values; `method`, `dt`, `t_end`: default the case's; `n_steps`: instead of `t_end`, and
     needed when an axis sweeps the step `dt` itself (every member then runs `n_steps` steps
-    of its own `dt`); `chunk_size`: members per chunk (default: chosen from a measured
-    per-member footprint, `jaxrigid.sweep.run`)."""
+    of its own `dt`); `chunk_size`: at most this many members per chunk (default:
+    chosen from a measured per-member footprint; either way the chunks are made equal, so
+    the last is not mostly padding, and a multiple of the devices: `jaxrigid.sweep.run`)."""
 
     case: str
     axes: tuple[AbstractAxis, ...]
