@@ -110,9 +110,10 @@ BAD = [
 
 
 def _promotion(case):
-    """DirectorRigidBody.parameter_checks broadcasts a swept (batched) inertia by implicit rank
-    promotion, which tests/conftest.py makes an error: allowed for that model only."""
-    return jax.numpy_rank_promotion("allow" if case.family == "director" else "raise")
+    """tests/conftest.py's strict rank promotion, for every model (a batched inertia must
+    broadcast explicitly: DirectorRigidBody.parameter_checks once did not)."""
+    del case
+    return jax.numpy_rank_promotion("raise")
 
 
 def _simulate(case, model, state0, **kw):
@@ -157,12 +158,6 @@ SWEEPS = [
         "kepler",
         (Grid("e", 0.5, 0.6, 4),),
         5,
-        marks=pytest.mark.xfail(
-            strict=True,
-            raises=ValueError,
-            reason="the sweep simulates with model_axes=0, which simulate refuses for a model "
-            "without array leaves (Kepler's HamiltonianSystem): 'got sizes []'",
-        ),
     ),
     ("nontwisting-case3", (Grid("omega1", 1.5, 2.0, 2), Grid("load_scale", 0.5, 1.0, 2)), 3),
     ("symmetric-top-euler-angles", (Grid("theta0", 30.0, 45.0, 2), Grid("I3", 1.0, 2.0, 2)), 3),

@@ -317,6 +317,22 @@ def test_lyapunov_needs_a_state_field(tmp_path):
         run(small(keep=Keep(lyapunov="Omega")), tmp_path / "s", progress=False)
 
 
+def test_float32_sweep_of_a_case_with_float64_constants(tmp_path):
+    """A dmv case's build makes `R0 = jnp.eye(3)` in the default (float64) dtype; a float32
+    sweep casts every floating leaf to float32 (simulate refuses mixed dtypes), and agrees
+    with the float64 sweep to float32's resolution: 50 steps of O(1) values, each rounding
+    ≈ 6e-8, well under 1e-5."""
+    axes = (Grid("M1", -0.5, 0.5, 3), Values("M3", (1.0, 0.8)))
+    runs = {}
+    for dtype in ("float32", "float64"):
+        sweep = Sweep("dmv-free-body-asymmetric", axes=axes, n_steps=50, dtype=dtype)
+        run(sweep, tmp_path / dtype, progress=False)
+        runs[dtype] = load(tmp_path / dtype)
+    assert runs["float32"]["final/Pi"].dtype == np.float32
+    for k in ("final/Pi", "final/R"):
+        np.testing.assert_allclose(runs["float32"][k], runs["float64"][k], rtol=0, atol=1e-5)
+
+
 _SHARDED = textwrap.dedent(
     """
     import sys, jax

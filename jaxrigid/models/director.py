@@ -232,7 +232,7 @@ class DirectorRigidBody(AbstractModel):
         (`𝒥¹³ = 𝒥²³ = 0`, the split (32))."""
         E = self.euler_inertia
         trace = jnp.trace(E, axis1=-2, axis2=-1)[..., None, None]
-        J = trace * jnp.eye(3, dtype=E.dtype) - E
+        J = trace * jnp.broadcast_to(jnp.eye(3, dtype=E.dtype), E.shape) - E  # batched 𝒥 too
         checks = spd3_checks(J, "convected inertia J = tr𝒥 − 𝒥")
         if self.nontwisting:
             eps = float(jnp.finfo(E.dtype).eps)

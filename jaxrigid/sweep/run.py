@@ -191,9 +191,15 @@ def _parameters(p: Plan, indices: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _build(p: Plan, params):
-    """`(model, state0)` of the members, each leaf with the members' leading axis."""
+    """`(model, state0)` of the members, each leaf with the members' leading axis, every
+    floating leaf in the sweep's dtype (a build's constants, e.g. `jnp.eye(3)`, are made in
+    the default one)."""
     params = {k: jnp.asarray(v, p.dtype) for k, v in params.items() if k != STEP}
-    return jax.vmap(p.case.build)(params)
+
+    def cast(x):
+        return x.astype(p.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return jax.tree_util.tree_map(cast, jax.vmap(p.case.build)(params))
 
 
 def _step(p: Plan, params):
@@ -205,7 +211,8 @@ def _simulate_members(p: Plan, model, state0, dt, **kwargs):
     """`simulate` over the members (leading axes of `model` and `state0`), with one step for
     all or each member's own (then `vmap`ped: the steps differ inside one scan)."""
     if jnp.ndim(dt) == 0:
-        return simulate(p.integrator, model, state0, dt, p.n_steps, model_axes=0, **kwargs)
+        axes = 0 if jax.tree_util.tree_leaves(model) else None  # a model with no arrays: Kepler
+        return simulate(p.integrator, model, state0, dt, p.n_steps, model_axes=axes, **kwargs)
     one = lambda m, s, h: simulate(p.integrator, m, s, h, p.n_steps, **kwargs)  # noqa: E731
     return jax.vmap(one)(model, state0, dt)
 
