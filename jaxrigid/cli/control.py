@@ -2,19 +2,25 @@
 (issue 14; `jaxrigid.control.problems`).
 
     jaxrigid control PROBLEM [--iterations N] [--starts K] [--method M] [--dt H]
-                             [--out DIR] [--json]
+                             [--mode prescribed|dynamic] [--out DIR] [--json]
 
 Runs the augmented-Lagrangian optimiser (`jaxrigid.control.optimise`; `multi_start` when
 `K > 1`, the best feasible start kept), shows progress on stderr (a `tqdm` bar,
 `jaxrigid.progress.OptimiserProgress`: iterations done of `N`, augmented cost `L_A` (with
 several starts the least over them), gradient norm; when stderr is not a terminal a line every
 few seconds and always the final one), re-simulates the optimised control with a different
-integrator at a 4× finer step (DLA for the RKMK methods, RKMK4 for DLA; saved at every fine
-step, so a tracking problem's re-simulated miss is its max error over the fine times), and
-writes `DIR/PROBLEM.npz` (`t` every step, `theta`, `theta_dot`, `theta_ddot`
-`(n_t, n_masses)`, `x` `(n_t, 3)`, `q`, `Omega`, `coefficients`, `target`, the re-simulated
-`resimulated_t`, `resimulated_x`, and the iteration histories) and `DIR/PROBLEM.png` (the path
-against the target and the obstacles, the controls θᵢ(t) and θ̈ᵢ(t)).
+integrator at a 4× finer step (the implicit DLA — `DLA-midpoint` in dynamic mode — for the
+RKMK methods, RKMK4 for those; saved at every fine step, so a tracking problem's re-simulated
+miss is its max error over the fine times), and writes `DIR/PROBLEM.npz` (`t` every step,
+`theta`, `theta_dot`, `theta_ddot` `(n_t, n_masses)`, `x` `(n_t, 3)`, `q`, `Omega`,
+`coefficients`, `target`, the re-simulated `resimulated_t`, `resimulated_x`, and the iteration
+histories; in dynamic mode also the rail forces `u`) and `DIR/PROBLEM.png` (the path against
+the target and the obstacles, the controls θᵢ(t) and θ̈ᵢ(t), or u(t) in dynamic mode).
+
+`--mode prescribed` (default): the controls are the rail positions θᵢ(t); `--mode dynamic`:
+they are rail forces uᵢ(t) on masses that are degrees of freedom (`get_problem(...,
+mode="dynamic")`, its own default step and settings), θ, θ̇ simulated and θ̈ from the
+equations of motion.
 
 `--iterations N` is the number of L-BFGS iterations in all: the problem's inner count
 (`default_settings`) per multiplier update, `ceil(N / inner)` updates (an `N` below the inner
@@ -49,7 +55,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--starts", type=int, default=1, help="initial guesses optimised at once")
     p.add_argument("--method", help="integrator (default RKMK4)")
-    p.add_argument("--dt", type=float, help="step size (default: the problem's, 0.05)")
+    p.add_argument("--dt", type=float, help="step size (default: the problem's mode's)")
+    p.add_argument(
+        "--mode",
+        choices=("prescribed", "dynamic"),
+        default="prescribed",
+        help="controls: rail positions θ(t) (prescribed) or rail forces u(t) (dynamic)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random starts")
     p.add_argument("--out", default="jaxrigid-out", help="output directory")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -64,30 +76,45 @@ def _problem_name(name: str) -> str:
     raise UsageError(f"unknown control problem {name!r}; valid problems: {', '.join(PROBLEMS)}")
 
 
-def _method(name: str | None):
-    from .lookups import applicable_methods, find_case
+def _methods(model) -> dict[str, type]:
+    """The registered methods that integrate `model`, by canonical name."""
+    from ..integrators import REGISTRY
 
-    methods = applicable_methods(find_case(CASE))
+    methods: dict[str, type] = {}
+    for cls in REGISTRY:
+        if cls.name not in methods and cls().integrates(model):
+            methods[cls.name] = cls
+    return methods
+
+
+def _method(name: str | None, model):
+    methods = _methods(model)
     name = name or "RKMK4"
     for key, cls in methods.items():
         if key.lower() == name.lower():
             return key, cls()
     raise UsageError(
-        f"unknown method {name!r} for the rolling ball; valid methods: {', '.join(methods)}"
+        f"unknown method {name!r} for the rolling ball ({type(model).__name__}); valid "
+        f"methods: {', '.join(methods)}"
     )
 
 
-def _resimulation_method(method: str):
-    """A different integrator for the re-simulation: DLA (implicit, Lagrange–d'Alembert) for
-    the explicit RKMK methods, RKMK4 for DLA."""
-    return _method("RKMK4" if method == "DLA" else "DLA")
+_IMPLICIT = ("DLA", "DLA-midpoint")  # the Lagrange–d'Alembert methods (reduced, unreduced)
 
 
-def _settings(name: str, iterations: int | None):
+def _resimulation_method(method: str, model):
+    """A different integrator for the re-simulation: the implicit Lagrange–d'Alembert method
+    that integrates `model` for the explicit RKMK methods, RKMK4 for that one."""
+    if method in _IMPLICIT:
+        return _method("RKMK4", model)
+    return _method(next(m for m in _IMPLICIT if m in _methods(model)), model)
+
+
+def _settings(name: str, iterations: int | None, mode: str = "prescribed"):
     from ..control.optimise import AugmentedLagrangian
     from ..control.problems import default_settings
 
-    base = default_settings(name)
+    base = default_settings(name, mode)
     if iterations is None:
         return base
     if iterations < 1:
@@ -128,19 +155,21 @@ def cmd_control(args) -> int:
     from ..control.problems import get_problem, initial_guesses
 
     name = _problem_name(args.problem)
-    method, integrator = _method(args.method)
+    mode = getattr(args, "mode", "prescribed")
     if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
         raise UsageError(f"--dt must be a positive finite number, got {args.dt}")
     if args.starts < 1:
         raise UsageError(f"--starts must be a positive integer, got {args.starts}")
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
-    options = {"integrator": integrator} | ({} if args.dt is None else {"dt": args.dt})
+    options = {"mode": mode} | ({} if args.dt is None else {"dt": args.dt})
     try:
-        problem = get_problem(name, **options)
+        problem = get_problem(name, **options)  # its model picks the methods that apply
+        method, integrator = _method(args.method, problem.model)
+        problem = get_problem(name, integrator=integrator, **options)
     except ValueError as err:
         raise UsageError(f"problem {name}: {err}") from None
-    settings = _settings(name, args.iterations)
+    settings = _settings(name, args.iterations, mode)
     out = Path(args.out)
     make_out_dir(out)
 
@@ -172,15 +201,15 @@ def cmd_control(args) -> int:
     # from them: each distinct run is a compilation)
     traj = _dense(problem, p)
     miss = float(problem.miss(traj))
-    re_method, re_integrator = _resimulation_method(method)
+    re_method, re_integrator = _resimulation_method(method, problem.model)
     resim = _dense(problem, p, re_integrator, REFINE)
     resim_miss = float(problem.miss(resim))
     t = np.asarray(traj.ts)
-    control = problem.control.with_coefficients(p)
-    theta, theta_dot, theta_ddot = (np.asarray(a) for a in control.sample(jnp.asarray(t)))
+    theta, theta_dot, theta_ddot, forces = _rails(problem, p, traj)
 
     report = {
         "problem": name,
+        "mode": mode,
         "method": method,
         "dt": problem.dt,
         "t_end": problem.t_end,
@@ -219,6 +248,7 @@ def cmd_control(args) -> int:
         "q": np.asarray(traj.q),
         "Omega": np.asarray(traj.Omega),
         "coefficients": np.asarray(p),
+        **({} if forces is None else {"u": forces}),
         "coefficients_initial": np.asarray(p0s[0] if spread is None else p0s[spread["best_index"]]),
         "resimulated_t": np.asarray(resim.ts),
         "resimulated_x": np.asarray(resim.x),
@@ -262,6 +292,26 @@ def cmd_control(args) -> int:
     return 0
 
 
+def _rails(problem, p, traj):
+    """`(θ, θ̇, θ̈, u)` at the trajectory's times, each `(n_t, n_masses)`: prescribed, from
+    the control (`u` None); dynamic, θ and θ̇ simulated, θ̈ from the equations of motion
+    (the unreduced model's `vector_field`) and the forces `u(t)` from the actuation."""
+    import jax
+    import jax.numpy as jnp
+
+    ts = jnp.asarray(traj.ts)
+    parametrised = problem.control.with_coefficients(p)
+    if problem.mode == "prescribed":
+        return (*(np.asarray(a) for a in parametrised.sample(ts)), None)
+    from ..models.rolling_ball_unreduced import RollingBallUnreducedState
+
+    model = problem.with_coefficients(p)
+    states = RollingBallUnreducedState(traj.q, traj.Omega, traj.x, traj.theta, traj.theta_dot)
+    rates = jax.vmap(model.vector_field)(ts, states)
+    arrays = (traj.theta, traj.theta_dot, rates.theta_dot, parametrised.sample(ts))
+    return tuple(np.asarray(a) for a in arrays)
+
+
 def _plot(path: Path, problem, report: dict, arrays: dict) -> bool:
     """The contact path against the target (with the obstacles), and the controls `θᵢ(t)`,
     `θ̈ᵢ(t)`. False without matplotlib."""
@@ -299,11 +349,12 @@ def _plot(path: Path, problem, report: dict, arrays: dict) -> bool:
         f"{report['problem']}: {report['miss_kind']} {report['miss']:.2e}", fontsize="medium"
     )
     top, bottom = right.subplots(2, 1, sharex=True)
+    lower, symbol = ("u", "u") if "u" in arrays else ("theta_ddot", "θ̈")
     for i in range(arrays["theta"].shape[1]):
         top.plot(t, arrays["theta"][:, i], label=f"θ{i + 1}")
-        bottom.plot(t, arrays["theta_ddot"][:, i], label=f"θ̈{i + 1}")
+        bottom.plot(t, arrays[lower][:, i], label=f"{symbol}{i + 1}")
     top.set_ylabel("θ (rail position)")
-    bottom.set_ylabel("θ̈")
+    bottom.set_ylabel(symbol + (" (rail force)" if "u" in arrays else ""))
     bottom.set_xlabel("t")
     top.legend(fontsize="small")
     top.set_title("controls", fontsize="medium")
