@@ -123,6 +123,7 @@ from jaxrigid.sweep import run as sweep_run  # noqa: E402
 from jaxrigid.sweep.store import Store  # noqa: E402
 
 R = importlib.import_module("jaxrigid.sweep.run")  # the module (the package exports `run`)
+PG = importlib.import_module("jaxrigid.sweep.program")  # what a chunk computes
 DT = 0.01
 T0 = time.perf_counter()
 MACHINE = common.machine()
@@ -151,7 +152,7 @@ def _timed(name, fn):
     return wrapper
 
 
-_parameters = R._parameters  # unwrapped, for the program rows
+_parameters = PG._parameters  # unwrapped, for the program rows
 for _name in ("validate", "chunk_size_for", "_layout", "_parameters"):
     setattr(R, _name, _timed(_name, getattr(R, _name)))
 Store.create = classmethod(_timed("Store.create", Store.create.__func__))
@@ -238,7 +239,7 @@ def _shard_map():
 
 def make_program(impl, pl, devs):
     """A fresh jitted chunk program: the library's construction (`mesh`) or `shard_map`."""
-    fn = lambda q: R._kept(pl, q)  # noqa: E731
+    fn = lambda q: PG._kept(pl, q)  # noqa: E731
     if impl == "mesh":
         if len(devs) == 1:
             return jax.jit(fn)
@@ -296,7 +297,7 @@ keeps = {k: keeps[k] for k in A.keeps.split(",")}
 plans = {k: R.plan(make_sweep(None, inv)) for k, inv in keeps.items()}
 pl0 = next(iter(plans.values()))
 params = {k: np.asarray(v) for k, v in _parameters(pl0, np.arange(n_members)).items()}
-model, state0 = jax.block_until_ready(jax.jit(lambda q: R._build(pl0, q))(params))
+model, state0 = jax.block_until_ready(jax.jit(lambda q: PG._build(pl0, q))(params))
 chunks = [None if c == "auto" else int(c) for c in A.chunks.split(",")]
 local = jax.local_devices()
 

@@ -553,7 +553,7 @@ def test_automatic_chunks_are_balanced():
 def test_a_second_sweep_compiles_nothing(reference, tmp_path):
     """The chunk program and the check pass are kept per case, method, step, keep and dtype:
     a sweep over other values of the same setup reuses them."""
-    run_module = sys.modules["jaxrigid.sweep.run"]  # the package's `run` is the function
+    run_module = sys.modules["jaxrigid.sweep.program"]  # where the compiled programs are kept
     before = dict(run_module._PROGRAMS)
     other = Sweep("krysl-torque-free", axes=(Grid("Omega2", 0.5, 1.5, 35),), t_end=1.0)
     run(dataclasses.replace(other, chunk_size=35), tmp_path / "s", progress=False)

@@ -41,16 +41,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from .run import (
-    _chunk_program,
-    _members,
-    _progress,
-    launch_chunk,
-    open_store,
-    plan,
-    unfinished,
-    write_chunk,
-)
+from .program import _chunk_program, plan
+from .run import _members, _progress, launch_chunk, open_store, unfinished, write_chunk
 from .spec import Sweep
 from .store import Store
 
