@@ -7,6 +7,12 @@ from .coupled_bodies import CoupledBodies as CoupledBodies
 from .coupled_bodies import CoupledBodiesState as CoupledBodiesState
 from .director import DirectorRigidBody as DirectorRigidBody
 from .director import DirectorState as DirectorState
+from .particle_body import ParticleBody as ParticleBody
+from .particle_body import disc as disc
+from .particle_body import regular_tetrahedron as regular_tetrahedron
+from .particle_body import tetrahedron as tetrahedron
+from .particle_chain import LennardJones as LennardJones
+from .particle_chain import ParticleChain as ParticleChain
 from .rigid_body import AbstractPotential as AbstractPotential
 from .rigid_body import AxialPowerPotential as AxialPowerPotential
 from .rigid_body import HeavyTopPotential as HeavyTopPotential
