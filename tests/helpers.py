@@ -79,3 +79,21 @@ class Heun(AbstractIntegrator):
         if isinstance(model, RollingBall):
             out = out._replace(q=quaternion.normalize(out.q))
         return out, solver_state, explicit_info(state.q.dtype)
+
+
+def central_difference_error(f, p, grad, h=1e-5) -> float:
+    """`max|grad − FD| / max|grad|`, FD the central differences `(f(p + heᵢ) − f(p − heᵢ))/2h`
+    along every coefficient of `p` (one jitted `vmap` over the unit vectors)."""
+    eye = h * jnp.eye(p.size).reshape((p.size,) + p.shape)
+    fd = jax.jit(jax.vmap(lambda e: (f(p + e) - f(p - e)) / (2 * h)))(eye).reshape(p.shape)
+    return float(jnp.max(jnp.abs(grad - fd)) / jnp.max(jnp.abs(grad)))
+
+
+def quad_by_interval(fn, edges) -> float:
+    """`∫ fn` over `[edges[0], edges[-1]]` by scipy's adaptive quadrature on each interval
+    (a piecewise polynomial's pieces are smooth: relative tolerance 1e-13 each)."""
+    from scipy import integrate
+
+    return sum(
+        integrate.quad(fn, a, b, epsabs=0, epsrel=1e-13)[0] for a, b in zip(edges[:-1], edges[1:])
+    )

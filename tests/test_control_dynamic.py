@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import central_difference_error, quad_by_interval
 from scipy import integrate
 from scipy.interpolate import BSpline
 
@@ -111,10 +112,7 @@ def test_effort_quadrature_is_exact():
     for u in (cubic, quintic):
         ref = BSpline(u.knots, np.asarray(u.coefficients), u.degree)
         edges = np.linspace(0, T, u.n_intervals + 1)
-        want = sum(
-            integrate.quad(lambda t: np.sum(ref(t) ** 2), a, b, epsabs=0, epsrel=1e-13)[0]
-            for a, b in zip(edges[:-1], edges[1:])
-        )
+        want = quad_by_interval(lambda t: np.sum(ref(t) ** 2), edges)
         np.testing.assert_allclose(u.effort(), want, rtol=1e-12)
 
 
@@ -275,11 +273,7 @@ def _value_and_grad(dtype=jnp.float64):
 def _check_gradient(problem, p, value, grad, label):
     parts = problem.cost.parts(problem.trajectory(p), problem.control.with_coefficients(p))
     assert all(v > 0 for v in parts.values()), parts  # every term contributes
-    f = lambda p: problem(p)[0]  # noqa: E731
-    h = 1e-5
-    eye = h * jnp.eye(p.size).reshape((p.size,) + p.shape)
-    fd = jax.jit(jax.vmap(lambda e: (f(p + e) - f(p - e)) / (2 * h)))(eye).reshape(p.shape)
-    rel = float(jnp.max(jnp.abs(grad - fd)) / jnp.max(jnp.abs(grad)))
+    rel = central_difference_error(lambda p: problem(p)[0], p, grad, h=1e-5)
     print(f"{label}: f = {float(value):.6g}, max|grad − FD|/max|grad| = {rel:.2e}")
     assert rel <= 1e-6
 

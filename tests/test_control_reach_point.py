@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import central_difference_error
 
 from jaxrigid.control.costs import (
     CirclePath,
@@ -77,10 +78,7 @@ def test_gradient_equals_central_differences(integrator):
     value, grad = jax.jit(jax.value_and_grad(f))(p)
     parts = problem.cost.parts(problem.trajectory(p), problem.control.with_coefficients(p))
     assert all(v > 0 for v in parts.values()), parts  # every term contributes
-    h = 1e-5
-    eye = h * jnp.eye(p.size).reshape((p.size,) + p.shape)
-    fd = jax.jit(jax.vmap(lambda e: (f(p + e) - f(p - e)) / (2 * h)))(eye).reshape(p.shape)
-    rel = float(jnp.max(jnp.abs(grad - fd)) / jnp.max(jnp.abs(grad)))
+    rel = central_difference_error(f, p, grad, h=1e-5)
     print(f"{integrator.name}: f = {float(value):.6g}, max|grad − FD|/max|grad| = {rel:.2e}")
     assert rel <= 1e-6
 
