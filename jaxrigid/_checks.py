@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._callbacks import host_callback
+
 try:
     from jax.core import Tracer as _Tracer
 except ImportError:  # pragma: no cover - jax versions that moved it
@@ -91,8 +93,9 @@ def member_of(first, shape):
 
 
 def first_row(flags, *values):
-    """Under a caller's `vmap` a host callback sees one row per mapped member: the values of
-    the first row whose `flags` is set (the values themselves when unmapped)."""
+    """Under a caller's `vmap` a host callback sees the mapped members' values stacked
+    (`_callbacks.host_callback`): the values of the first row whose `flags` is set (the
+    values themselves when unmapped)."""
     flags = np.asarray(flags)
     if not flags.ndim:
         return values
@@ -140,7 +143,7 @@ def raise_in_graph(checks) -> None:
 
     # Always called: a `lax.cond` around it would become a select under a caller's `vmap`,
     # which effects do not allow.
-    jax.debug.callback(callback, *stacked)
+    host_callback(callback, *stacked)
 
 
 def apply(checks) -> None:

@@ -11,10 +11,10 @@ time, rate, postfix) and a newline. A run over ensemble members counts them with
 
 `OptimiserProgress` is a `callback(outer, inner, value, grad_norm)` for
 `jaxrigid.control.optimise` and `multi_start`, which call it from the compiled program
-(`jax.debug.callback`) after each inner (L-BFGS) iteration; under `multi_start`'s `vmap` it is
-called once per start per iteration, so it advances by one iteration once all `starts` have
-reported it, and shows the least augmented Lagrangian `L_A` over the starts and that start's
-gradient norm.
+(a host callback) after each inner (L-BFGS) iteration; under `multi_start`'s `vmap` it is
+called once per iteration with the `K` starts' values as arrays (`jaxrigid._callbacks`); it
+also accepts one report per start, advancing once all `starts` have reported. It shows the
+least augmented Lagrangian `L_A` over the starts and that start's gradient norm.
 
 No `jax` import: the callback receives numbers or arrays and reads them with `numpy`.
 """
@@ -129,7 +129,9 @@ class OptimiserProgress:
             self.compile_seconds = time.perf_counter() - self._t0
             self.bar.set_postfix_str(f"compiled in {self.compile_seconds:.1f} s", False)
             self.bar.reset()  # elapsed time and rate from the first iteration on
-        i = int(outer) * self.n_inner + int(inner) + 1
+        # under vmap `outer` and `inner` come as arrays of K equal counters
+        outer, inner = (int(np.ravel(np.asarray(x))[0]) for x in (outer, inner))
+        i = outer * self.n_inner + inner + 1
         values = np.ravel(np.asarray(value, dtype=float)).tolist()
         grads = np.ravel(np.asarray(grad_norm, dtype=float)).tolist()
         seen = self._pending.setdefault(i, [])

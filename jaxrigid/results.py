@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._callbacks import host_callback
 from ._checks import first_row, is_concrete, member_of
 
 
@@ -192,4 +193,4 @@ def raise_on_failure(outcome: Outcome, t0, dt):
     if is_concrete(reduced):
         host(*(np.asarray(r) for r in reduced))
     else:
-        jax.debug.callback(host, *reduced)
+        host_callback(host, *reduced)

@@ -33,7 +33,8 @@ Everything is one pure `jax` program: `lax.scan` over outer and inner iterations
 counts; an inner iteration whose gradient norm is below `gtol` leaves the iterate unchanged),
 so `optimise` is `jit`-compiled once and `multi_start` is its `vmap` over `K` initial
 coefficient sets. `callback(outer, inner, value, grad_norm)` (optional) is called from the
-compiled program through `jax.debug.callback` after each inner iteration (for progress bars).
+compiled program (`jax.debug.callback`) after each inner iteration (for progress bars); under
+`multi_start` once per iteration with arrays of the K starts' values (`_callbacks`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ import jax
 import jax.numpy as jnp
 import optax
 from jax import lax
+
+from .._callbacks import host_callback
 
 __all__ = [
     "AugmentedLagrangian",
@@ -149,7 +152,7 @@ def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
             done = (gnorm <= settings.gtol) | ~jnp.isfinite(value)
             p, state = _where_tree(done, (p, state), (new_p, new_state))
             if callback is not None:
-                jax.debug.callback(callback, k, j, value, gnorm)
+                host_callback(callback, k, j, value, gnorm)
             return (p, state), (value, gnorm)
 
         (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
