@@ -19,7 +19,9 @@ as `h → 0`), else the step is reported as not converged. Momentum step (B.24)�
 closed form for diagonal `J`: `hΛ_v = M_ij / (d_i + d_j)`, `M = R¹ᵀP̄J⁻¹ + J⁻¹P̄ᵀR¹`.
 
 The method is symmetric, symplectic and of order 2; it keeps `RᵀR = 1` to the Newton
-tolerance and the momentum constraint to round-off.
+tolerance and the momentum constraint to round-off. The two projections of one body,
+`position_projection` and `momentum_projection`, are shared with the chain's RATTLE
+(`chain_rattle.py`), which `vmap`s them over bodies.
 """
 
 from __future__ import annotations
@@ -52,6 +54,37 @@ def _lyapunov_diag(M, d):
     return M / (d[:, None] + d[None, :])
 
 
+def position_projection(newton: Newton, R, R_bar, d, active=None):
+    """RATTLE's position projection for one body (B.15)–(B.23): `X = h²Λ_r` symmetric with
+    `R¹ = R̄ − RⁿXJ⁻¹` orthogonal, solved by `newton` from the guess (B.23) on the branch
+    continuous in `h` (`solve_on_branch`). `R`, `R_bar (3, 3)`, `d (3,)` the diagonal of `J⁻¹`;
+    `active` (optional scalar bool): where false the unknown is held at `X = 0` (`R¹ = R̄`),
+    for a body held by a boundary. Returns `(R¹, X (3, 3), info)`; `vmap` it over bodies."""
+    eye = jnp.eye(3, dtype=R.dtype)
+
+    def position(x):  # (B.15) with X = h²Λ_r
+        return R_bar - (R @ _symmetric(x)) * d[None, :]
+
+    def residual(x):  # (B.16)
+        R1 = position(x)
+        res = _upper(R1.T @ R1 - eye)
+        return res if active is None else jnp.where(active, res, x)
+
+    guess = _upper(_lyapunov_diag(R_bar.T @ R_bar - eye, d))  # (B.23)
+    if active is not None:
+        guess = jnp.where(active, guess, 0)
+    x, info = solve_on_branch(newton, residual, guess, jnp.zeros_like(guess))
+    return position(x), _symmetric(x), info
+
+
+def momentum_projection(R1, P_bar, d):
+    """RATTLE's momentum projection for one body (B.25)–(B.28), in closed form for diagonal
+    `J`: `Pⁿ⁺¹ = P̄ − R¹(hΛ_v)` with `hΛ_v = M_ij/(d_i + d_j)`, `M = R¹ᵀP̄J⁻¹ + J⁻¹P̄ᵀR¹`.
+    `R1`, `P_bar (3, 3)`, `d (3,)` the diagonal of `J⁻¹`."""
+    A = R1.T @ P_bar * d[None, :]
+    return P_bar - R1 @ _lyapunov_diag(A + A.T, d)
+
+
 class RATTLE(AbstractImplicitIntegrator):
     """RATTLE on `ConstrainedRigidBody` (Appendix B). The model supplies `J (3,)` and
     `potential_gradient(t, R)`; the state is `ConstrainedRigidBodyState(R, P)`."""
@@ -67,24 +100,12 @@ class RATTLE(AbstractImplicitIntegrator):
     def step(self, model, state, solver_state, t, dt):
         R, P = state
         d = 1.0 / model.J  # diag J⁻¹
-        eye = jnp.eye(3, dtype=R.dtype)
         dV0 = model.potential_gradient(t, R)
         R_bar = R + (dt * P - 0.5 * dt**2 * dV0) * d[None, :]  # (B.14)
-
-        def position(x):  # (B.15) with X = h²Λ_r
-            return R_bar - (R @ _symmetric(x)) * d[None, :]
-
-        def residual(x):  # (B.16)
-            R1 = position(x)
-            return _upper(R1.T @ R1 - eye)
-
-        guess = _upper(_lyapunov_diag(R_bar.T @ R_bar - eye, d))  # (B.23)
-        x, info = solve_on_branch(self.newton, residual, guess, jnp.zeros_like(guess))
-        R1 = position(x)
-        P_half = P - 0.5 * dt * dV0 - (R @ _symmetric(x)) / dt
+        R1, X, info = position_projection(self.newton, R, R_bar, d)
+        P_half = P - 0.5 * dt * dV0 - (R @ X) / dt
         P_bar = P_half - 0.5 * dt * model.potential_gradient(t + dt, R1)  # (B.24)
-        A = R1.T @ P_bar * d[None, :]
-        P1 = P_bar - R1 @ _lyapunov_diag(A + A.T, d)  # (B.25)–(B.28), hΛ_v
+        P1 = momentum_projection(R1, P_bar, d)  # (B.25)–(B.28), hΛ_v
         return type(state)(R1, P1), solver_state, info
 
 
