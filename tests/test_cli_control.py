@@ -70,7 +70,8 @@ def test_progress_lines(short_run):
     writes the final line: `compiling ...` before the first iteration, then the count reaching
     4/4 with the least augmented Lagrangian of the two starts (`best L_A`, at most the best
     start's final `L_A` in the npz history) and a gradient norm; the count never exceeds 4
-    (one callback per iteration holding both starts' values, one step). stdout holds the JSON alone."""
+    (one callback per iteration holding both starts' values, one step). stdout holds the JSON
+    alone."""
     _, stderr, out = short_run
     bars = [line.strip() for line in stderr.splitlines() if "%|" in line]
     assert len(bars) >= 2 and stderr.endswith("\n")

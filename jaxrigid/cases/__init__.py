@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import dmv, hamiltonian, krysl, nontwisting, rolling_ball, symmetric_top
+from . import chain, dmv, hamiltonian, krysl, nontwisting, rolling_ball, symmetric_top
 from .base import Case as Case
 from .base import Parameter as Parameter
 
@@ -15,6 +15,7 @@ CASES: dict[str, Case] = {
         + nontwisting.CASES
         + symmetric_top.CASES
         + rolling_ball.CASES
+        + chain.CASES
     )
 }
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-_MODELS: dict[int, tuple[Any, Any]] = {}  # id(case) -> (case, model): cases are unhashable
+_MODELS: dict[int, tuple[Any, tuple]] = {}  # id(case) -> (case, models): cases are unhashable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,26 +54,51 @@ class Case:
     observation_observables: Callable[[Any, dict[str, float]], dict[str, Any]] = (
         lambda observations, params: {}
     )
+    # further forms of the same example, `params -> (model, state0)` like `build` but another
+    # model type integrated by other methods (the chain of bodies in rotation matrices, for
+    # `rattle`, next to its quaternion `build`, for `gauss6`); `build_for` picks the form
+    other_forms: tuple[Callable[[dict[str, float]], tuple[Any, Any]], ...] = ()
 
-    def model(self):
-        """The model built from the default parameters, built once per case (building checks
-        values eagerly, which compiles small programs). Which methods apply depends on the
-        model's type and its torques, which the parameters do not change."""
+    def forms(self) -> tuple[Callable, ...]:
+        """`(build, *other_forms)`."""
+        return (self.build, *self.other_forms)
+
+    def models(self) -> tuple:
+        """The model of each form from the default parameters, built once per case (building
+        checks values eagerly, which compiles small programs). Which methods apply depends on
+        the models' types and torques, which the parameters do not change."""
         if id(self) not in _MODELS:  # the entry keeps the case alive, so its id stays its own
-            _MODELS[id(self)] = (self, self.build(self.resolve())[0])
+            params = self.resolve()
+            _MODELS[id(self)] = (self, tuple(form(params)[0] for form in self.forms()))
         return _MODELS[id(self)][1]
 
+    def model(self):
+        """The model of `build` (the first form) from the default parameters."""
+        return self.models()[0]
+
     def accepts(self, integrator) -> bool:
-        """Whether `integrator` applies to this case: whether it integrates the case's model
-        (`integrator.integrates(case.model())`)."""
-        return bool(integrator.integrates(self.model()))
+        """Whether `integrator` applies to this case: whether it integrates one of the case's
+        models (`integrator.integrates`)."""
+        return any(bool(integrator.integrates(m)) for m in self.models())
+
+    def build_for(self, integrator) -> Callable[[dict[str, float]], tuple[Any, Any]]:
+        """The form `integrator` integrates (`build` when it integrates none: its own
+        checks then say why)."""
+        for form, model in zip(self.forms(), self.models()):
+            if integrator.integrates(model):
+                return form
+        return self.build
 
     def methods(self) -> list[str]:
         """The canonical names of the registered methods that apply to this case, in registry
-        order (`jaxrigid.integrators.methods_for` of the case's model)."""
-        from ..integrators import methods_for
+        order (those that integrate one of the forms' models)."""
+        from ..integrators import REGISTRY
 
-        return methods_for(self.model())
+        names: list[str] = []
+        for cls in REGISTRY:
+            if cls.name not in names and self.accepts(cls()):
+                names.append(cls.name)
+        return names
 
     def resolve(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
         """Defaults updated with `overrides`; unknown names raise `ValueError`."""

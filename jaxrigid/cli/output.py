@@ -109,6 +109,8 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
         fig.savefig(path, dpi=100)
         return True
     top, bottom = fig.subplots(2, 1, sharex=True)
+    if _is_chain(traj.states):
+        invariants = {k: v for k, v in invariants.items() if "momentum" not in k}
     for name, v in invariants.items():
         drift = np.abs(v - v[..., :1]).reshape(-1, ts.shape[0])[0]
         top.plot(ts[1:], drift[1:], label=name, lw=0.8)
@@ -117,6 +119,14 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
     top.legend(fontsize="small", ncol=4)
     # the state's vector components (a rigid body's momentum Π; a Hamiltonian system's q and p)
     fields = ["Pi"] if hasattr(traj.states, "Pi") else list(traj.states._fields)
+    if _is_chain(traj.states):  # a chain: each body's transverse displacement
+        fields = []
+        r = np.asarray(traj.states.r).reshape(-1, *traj.states.r.shape[-3:])[0]
+        n_bodies = r.shape[-2]
+        for j in range(n_bodies):
+            label = f"body {j}" if n_bodies <= 12 else None
+            bottom.plot(ts, r[:, j, 1] - r[0, j, 1], label=label, lw=0.8)
+        bottom.set_ylabel("r_y(t) − r_y(0) of each body")
     for field in fields:
         values, column = np.asarray(getattr(traj.states, field)), ""
         n = ts.shape[0]
@@ -133,11 +143,19 @@ def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
             label = labels[i] if labels else f"{field}{i + 1}{column}"
             bottom.plot(ts, values[:, i], label=label, lw=0.8)
     bottom.set_xlabel("t")
-    bottom.set_ylabel(", ".join(fields))
-    bottom.legend(fontsize="small")
+    if fields:
+        bottom.set_ylabel(", ".join(fields))
+    if bottom.get_legend_handles_labels()[0]:
+        bottom.legend(fontsize="small", ncol=2)
     top.set_title(f"{spec.case.name}, {spec.method}, dt = {spec.dt:g}{who}")
     fig.savefig(path, dpi=100)
     return True
+
+
+def _is_chain(states) -> bool:
+    """A chain of bodies' states: centres `r (..., n_t, N+2, 3)` and momenta `p`."""
+    fields = getattr(states, "_fields", ())
+    return "r" in fields and "p" in fields and np.ndim(states.r) >= 3
 
 
 def _is_rolling(states) -> bool:

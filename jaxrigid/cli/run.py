@@ -128,7 +128,7 @@ def _run_spec(args) -> RunSpec:
 def _initial(spec: RunSpec):
     """`(model, state0)` of the case, with the ensemble's leading axis if asked."""
     try:
-        model, state0 = spec.case.build(spec.params)
+        model, state0 = spec.case.build_for(spec.integrator)(spec.params)
     except ValueError as err:
         raise UsageError(f"case {spec.case.name}: {err}") from None
     if spec.ensemble is not None:

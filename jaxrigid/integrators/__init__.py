@@ -2,6 +2,8 @@
 
 import re
 
+from ..models.chain_matrix import RigidBodyChain
+from ..models.chain_quaternion import QuaternionChain
 from ..models.constrained_rigid_body import ConstrainedRigidBody
 from ..models.coupled_bodies import CoupledBodies
 from ..models.director import DirectorRigidBody
@@ -11,6 +13,10 @@ from . import tableau as tableau
 from .base import AbstractImplicitIntegrator as AbstractImplicitIntegrator
 from .base import AbstractIntegrator as AbstractIntegrator
 from .base import StepInfo as StepInfo
+from .chain_gauss import ChainGauss2 as ChainGauss2
+from .chain_gauss import ChainGauss4 as ChainGauss4
+from .chain_gauss import ChainGauss6 as ChainGauss6
+from .chain_rattle import ChainRATTLE as ChainRATTLE
 from .classical import CLASSICAL_CLASSES
 from .classical import RK4 as RK4
 from .classical import Euler as Euler
@@ -91,6 +97,11 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers; issue 13), unit quaternions
     *NONHOLONOMIC_LIE_CLASSES,
     *NONHOLONOMIC_MIDPOINT_CLASSES,  # any LagrangeDAlembertSystem, and the unreduced ball
+    # chains of particle bodies (Chaurasia §3.2–3.5): quaternions (Gauss), matrices (RATTLE)
+    ChainGauss6,
+    ChainGauss4,
+    ChainGauss2,
+    ChainRATTLE,
 )
 """Every registered integrator class, each constructible with no arguments. Its canonical
 name (the CLI's --method; lookup is case-insensitive) is its class fact `name`; a name may
@@ -98,14 +109,16 @@ recur (the coupled-bodies DMV shares its paper's name with the single-body one).
 each integrates is its own fact (`integrates`), so a model's methods are found by asking
 (`methods_for`)."""
 
-FAMILIES: dict[str, type] = {
+FAMILIES: dict[str, type | tuple[type, ...]] = {
     "rigid_body": RigidBody,
     "hamiltonian": HamiltonianSystem,
     "director": DirectorRigidBody,
     "constrained": ConstrainedRigidBody,
     "coupled_bodies": CoupledBodies,
+    "chain": (QuaternionChain, RigidBodyChain),  # one example in two forms (cases/chain.py)
 }
-"""The families of methods, by the model type they integrate (the CLI's grouping)."""
+"""The families of methods, by the model type (or types) they integrate (the CLI's
+grouping)."""
 
 
 def family_of(cls: type[AbstractIntegrator]) -> str:

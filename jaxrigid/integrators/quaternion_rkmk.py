@@ -255,8 +255,12 @@ def _weighted_sum(h, weights, buffer):
 
 
 def _has_quaternion_form(model) -> bool:
+    """One body's unit quaternion `q (..., 4)` (event rank 1: not a chain's `(N+2, 4)`) and
+    `angular_velocity(state)`."""
     fields = getattr(getattr(model, "state_type", None), "_fields", ())
-    return "q" in fields and callable(getattr(model, "angular_velocity", None))
+    if "q" not in fields or not callable(getattr(model, "angular_velocity", None)):
+        return False
+    return getattr(model.state_event_ndims(), "q", None) == 1
 
 
 class AbstractQuaternionRKMK(AbstractIntegrator):

@@ -1,6 +1,11 @@
 """Physical systems: parameters, state, energy, torques, invariants, checks."""
 
 from .base import AbstractModel as AbstractModel
+from .chain_boundary import ChainBoundary as ChainBoundary
+from .chain_matrix import ChainMatrixState as ChainMatrixState
+from .chain_matrix import RigidBodyChain as RigidBodyChain
+from .chain_quaternion import ChainQuaternionState as ChainQuaternionState
+from .chain_quaternion import QuaternionChain as QuaternionChain
 from .constrained_rigid_body import ConstrainedRigidBody as ConstrainedRigidBody
 from .constrained_rigid_body import ConstrainedRigidBodyState as ConstrainedRigidBodyState
 from .coupled_bodies import CoupledBodies as CoupledBodies

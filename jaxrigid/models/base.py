@@ -22,7 +22,14 @@ from .. import _linalg
 from .._checks import Check
 from ..lie import so3
 
-__all__ = ["AbstractModel", "Check", "finite", "rotation_checks", "spd3_checks"]
+__all__ = [
+    "AbstractModel",
+    "Check",
+    "finite",
+    "per_member",
+    "rotation_checks",
+    "spd3_checks",
+]
 
 
 class AbstractModel(eqx.Module):
@@ -54,6 +61,19 @@ class AbstractModel(eqx.Module):
 
 
 # --- building blocks shared by the models' checks -------------------------------------------
+
+
+def per_member(tree, n_model_axes: int, batch: tuple):
+    """The leaves of `tree` (a model, or part of one, swept with `model_axes=0`: `n_model_axes`
+    leading axes) broadcast to the ensemble's `batch` shape and flattened into one axis: one
+    entry per member, for a `vmap` over a flat ensemble alongside the state."""
+    import jax
+
+    def flat(x):
+        event = jnp.shape(x)[n_model_axes:]
+        return jnp.broadcast_to(x, tuple(batch) + event).reshape((-1,) + event)
+
+    return jax.tree_util.tree_map(flat, tree)
 
 
 def finite(x, event_ndims: int):

@@ -38,7 +38,8 @@ class ChainBoundary(eqx.Module):
         if self.kind not in BOUNDARY_KINDS:
             raise ValueError(f"unknown chain boundary {self.kind!r}; one of {BOUNDARY_KINDS}")
         if jnp.shape(self.force)[-1:] != (3,):
-            raise ValueError(f"boundary force must have shape (..., 3), got {jnp.shape(self.force)}")
+            shape = jnp.shape(self.force)
+            raise ValueError(f"boundary force must have shape (..., 3), got {shape}")
         if (
             self.kind != "c1-c2"
             and is_concrete(self.force)

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from ..lie import so3
-from .base import AbstractModel, Check, finite
+from .base import AbstractModel, Check, finite, per_member
 from .chain_boundary import ChainBoundary
 from .particle_chain import ParticleChain
 
@@ -188,9 +188,14 @@ class RigidBodyChain(AbstractModel):
         tol = float(jnp.finfo(state.r.dtype).eps) ** 0.5
         messages: list[tuple[str, bool]] = []
 
+        model_batch = jnp.shape(self.chain.body.m)[:-1]  # a sweep's model: one per member
+        first = self
+        if model_batch:
+            first = jax.tree_util.tree_map(lambda x: x[(0,) * len(model_batch)], self)
+
         def capture(r, R):  # the configuration checks' messages (static), by tracing only
             with jax.ensure_compile_time_eval():  # constants (min_distance) stay concrete
-                checks = self.chain.configuration_checks(r, R)
+                checks = first.chain.configuration_checks(r, R)
             messages[:] = [(c.message, c.value is not None) for c in checks]
             return 0
 
@@ -199,7 +204,12 @@ class RigidBodyChain(AbstractModel):
         jax.eval_shape(capture, event((n, 3), state.r.dtype), event((n, 3, 3), state.R.dtype))
         batch = state.r.shape[:-2]
         flat = [x.reshape((-1,) + x.shape[len(batch) :]) for x in state]
-        config, (finite_p, finite_P, held, first_held, rel) = _member_flags(self, *flat)
+        if model_batch:
+            model = per_member(self, len(model_batch), batch)
+            flags = _member_flags_batched_model(model, *flat)
+        else:
+            flags = _member_flags(self, *flat)
+        config, (finite_p, finite_P, held, first_held, rel) = flags
         unflat = lambda x: x.reshape(batch)  # noqa: E731
         checks = [
             Check(~unflat(finite_p), "chain momenta p contain NaN or inf"),
@@ -231,6 +241,17 @@ class RigidBodyChain(AbstractModel):
 def _member_flags(model: RigidBodyChain, r, p, R, P):
     """The values of `state_checks` for each chain of a flat ensemble, one compiled program
     (cached by shape: a concrete state is checked without an eager call per operation)."""
+    return _one_member_flags(model, r, p, R, P)
+
+
+@eqx.filter_jit
+@functools.partial(jax.vmap, in_axes=(0, 0, 0, 0, 0))
+def _member_flags_batched_model(model: RigidBodyChain, r, p, R, P):
+    """`_member_flags` with one model per member (a sweep's `model_axes=0`)."""
+    return _one_member_flags(model, r, p, R, P)
+
+
+def _one_member_flags(model: RigidBodyChain, r, p, R, P):
     state = ChainMatrixState(r, p, R, P)
     tm, rm = model.masks(r.shape[-2], r.dtype)
     config = [

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from .. import _checks
 from .._checks import Check
 from ..lie import quaternion as quat
-from .base import AbstractModel, finite
+from .base import AbstractModel, finite, per_member
 from .chain_boundary import ChainBoundary
 from .particle_chain import ParticleChain, quaternion_matrix
 
@@ -276,13 +276,18 @@ class QuaternionChain(AbstractModel):
         safe_q = jnp.where(ok[..., None, None], q, jnp.ones((), q.dtype))
         messages: list[str] = []
 
-        def one(r1, q1):
-            cs = self.chain.configuration_checks(r1, quaternion_matrix(quat.normalize(q1)))
+        def one(chain, r1, q1):
+            cs = chain.configuration_checks(r1, quaternion_matrix(quat.normalize(q1)))
             messages[:] = [c.message for c in cs]
             return [c.bad for c in cs], [c.value for c in cs]
 
         rf, qf = r.reshape(-1, *r.shape[-2:]), safe_q.reshape(-1, *q.shape[-2:])
-        bads, values = jax.vmap(one)(rf, qf)
+        model_axes = jnp.ndim(self.chain.body.m) - 1  # a sweep's model: one chain per member
+        if model_axes:
+            chains = per_member(self.chain, model_axes, batch)
+            bads, values = jax.vmap(one)(chains, rf, qf)
+        else:
+            bads, values = jax.vmap(one, in_axes=(None, 0, 0))(self.chain, rf, qf)
         # the quaternion's own checks above cover non-unit q: R of the normalised q is checked
         # here (finite, rotation, overlap) so that one bad value gets one message
         return [

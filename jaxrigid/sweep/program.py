@@ -57,9 +57,25 @@ class Plan:
 
     @property
     def program_key(self) -> tuple:
-        """What a chunk's program depends on (the axes and fixed values are its inputs)."""
+        """What a chunk's program depends on (the axes and fixed values are its inputs,
+        except the structural ones, which are constants of it)."""
         keep = dataclasses.astuple(self.sweep.keep)
-        return (self.case.name, self.method, self.dt, self.n_steps, keep, self.sweep.dtype)
+        structural = tuple(sorted(self.structural.items()))
+        return (
+            self.case.name,
+            self.method,
+            self.dt,
+            self.n_steps,
+            keep,
+            self.sweep.dtype,
+            structural,
+        )
+
+    @property
+    def structural(self) -> dict[str, float]:
+        """The fixed values of the case's structural parameters (`sweepable=False`, e.g. a
+        chain's `n_bodies`, which sets shapes): Python constants of the build."""
+        return {k: v for k, v in self.fixed.items() if not self.case.parameters[k].sweepable}
 
 
 def plan(sweep: Sweep) -> Plan:
@@ -120,7 +136,7 @@ def plan(sweep: Sweep) -> Plan:
         except UsageError as err:
             msg = f"sweep spec: {err}".replace("--t-end", "t_end").replace("--dt", "dt")
             raise ValueError(msg) from None
-    _check_keep(sweep.keep, case, fixed, n_steps)
+    _check_keep(sweep.keep, case, integrator, fixed, n_steps)
     if sweep.dtype == "float64" and not jax.config.jax_enable_x64:
         raise ValueError(
             "sweep spec: dtype float64 needs jax's 64-bit mode, which is off: "
@@ -130,14 +146,16 @@ def plan(sweep: Sweep) -> Plan:
     return Plan(sweep, case, fixed, integrator, integrator.name, dt, t_end, n_steps)
 
 
-def _check_keep(keep, case, fixed, n_steps) -> None:
+def _check_keep(keep, case, integrator, fixed, n_steps) -> None:
     """The stride divides the steps; every observable to reduce exists and is a scalar."""
     if keep.stride and n_steps % keep.stride:
         raise ValueError(
             f"sweep spec: [keep] stride {keep.stride} does not divide the {n_steps} steps"
         )
-    params = {k: jnp.asarray(v) for k, v in fixed.items()}
-    model, state0 = jax.eval_shape(case.build, params)
+    structural = {k: v for k, v in fixed.items() if not case.parameters[k].sweepable}
+    traced = {k: jnp.asarray(v) for k, v in fixed.items() if k not in structural}
+    build = case.build_for(integrator)
+    model, state0 = jax.eval_shape(lambda q: build({**q, **structural}), traced)
     if keep.lyapunov:
         value = getattr(state0, keep.lyapunov, None) if keep.lyapunov.isidentifier() else None
         if not (hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.floating)):
@@ -172,12 +190,17 @@ def _build(p: Plan, params):
     """`(model, state0)` of the members, each leaf with the members' leading axis, every
     floating leaf in the sweep's dtype (a build's constants, e.g. `jnp.eye(3)`, are made in
     the default one)."""
-    params = {k: jnp.asarray(v, p.dtype) for k, v in params.items() if k != STEP}
+    structural = p.structural
+    params = {
+        k: jnp.asarray(v, p.dtype) for k, v in params.items() if k != STEP and k not in structural
+    }
+    build = p.case.build_for(p.integrator)
 
     def cast(x):
         return x.astype(p.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
 
-    return jax.tree_util.tree_map(cast, jax.vmap(p.case.build)(params))
+    built = jax.vmap(lambda q: build({**q, **structural}))(params)
+    return jax.tree_util.tree_map(cast, built)
 
 
 def _step(p: Plan, params):
