@@ -94,14 +94,14 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     RATTLE,  # rotation matrices with RᵀR = 1 (Chaurasia App. B)
     DMVCoupledBody,  # Dixon §8: two bodies, ball-and-socket joint
     DMVCoupledSpatial,
-    *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers; issue 13), unit quaternions
-    *NONHOLONOMIC_LIE_CLASSES,
-    *NONHOLONOMIC_MIDPOINT_CLASSES,  # any LagrangeDAlembertSystem, and the unreduced ball
     # chains of particle bodies (Chaurasia §3.2–3.5): quaternions (Gauss), matrices (RATTLE)
     ChainGauss6,
     ChainGauss4,
     ChainGauss2,
     ChainRATTLE,
+    *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers; issue 13), unit quaternions
+    *NONHOLONOMIC_LIE_CLASSES,
+    *NONHOLONOMIC_MIDPOINT_CLASSES,  # any LagrangeDAlembertSystem, and the unreduced ball
 )
 """Every registered integrator class, each constructible with no arguments. Its canonical
 name (the CLI's --method; lookup is case-insensitive) is its class fact `name`; a name may
