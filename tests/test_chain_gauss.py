@@ -357,6 +357,22 @@ def test_long_run_energy_bounded_and_unit_norm_small_per_body(kind):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["c1-c1", "c1-c2"])
+def test_energy_bounded_over_1e5_steps(kind):
+    """10⁵ Gauss6 steps of h = 0.01 (t = 1000; Figures 3.5–3.6 show 10⁵ steps): the energy's
+    largest deviation in the last eighth of the run is within 3 times the first eighth's
+    (a linear drift gives 8) and ≤ 1e-5 relative; every body's unit-norm error stays ≤ 5e-9
+    (Figure 3.9) and no step fails."""
+    model, s0, out = long_run(kind, n_steps=100_000)
+    assert int(out.failed) == 0
+    E0 = float(model.energy(s0))
+    dE = np.asarray(out.energy_dev)
+    assert dE[-1] <= 3 * dE[0], dE
+    assert dE.max() <= 1e-5 * abs(E0), (dE.max(), E0)
+    assert float(jnp.max(out.unit_max)) <= 5e-9, out.unit_max
+
+
+@pytest.mark.slow
 def test_thesis_multiplier_leaves_the_sphere_exponentially():
     """With (3.32) as printed, the sphere is unstable for this chain: `δ = qᵀq − 1`,
     `ε = qᵀg` obey `δ' = ½ qᵀq ε`, `ε' = (qᵀ∂V/∂q) δ`, and the compressed Lennard-Jones chain

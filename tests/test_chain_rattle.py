@@ -184,6 +184,18 @@ def test_energy_error_bounded_without_drift(kind):
 
 
 @pytest.mark.parametrize("kind", ["c1-c1", "c1-c2"])
+def test_energy_error_bounded_over_1e5_steps(kind):
+    """10⁵ steps of h = 0.0025 (t = 250; Figures 3.5–3.6 show 10⁵ steps): the largest
+    |H − H₀| over each fifth of the run stays within 1.5 times the first fifth's (a linear
+    drift would give 5 in the last) and below 0.1 (the energy scale |H₀| ≈ 15–70)."""
+    model, state0 = start(kind)
+    e = np.abs(energy_errors(model, state0, 0.0025, 100))
+    fifths = np.array([x.max() for x in np.array_split(e, 5)])
+    assert np.all(fifths <= 1.5 * fifths[0]), fifths
+    assert fifths.max() < 0.1, fifths
+
+
+@pytest.mark.parametrize("kind", ["c1-c1", "c1-c2"])
 def test_energy_error_scales_as_h_squared(kind):
     """max |H − H₀| over t ∈ [0, 2] for h = 5·10⁻⁴ and h/2 (hω ≤ 0.08): ratio 4 (measured 4.11
     and 3.98; at h ≥ 10⁻³ close encounters make it 3.6–5.1)."""
