@@ -169,12 +169,20 @@ def test_bad_inputs_raise_clear_errors():
 
 
 def test_refused_for_other_families():
-    """`rattle` is registered for the constrained family only."""
+    """`rattle` is registered for the constrained family (one body) and the chain family
+    (`ChainRATTLE`, a chain of bodies): two classes, each refusing the other's model."""
+    from jaxrigid.cases import get_case
     from jaxrigid.integrators import METHODS_BY_FAMILY
 
     families = [f for f, methods in METHODS_BY_FAMILY.items() if "rattle" in methods]
-    assert families == ["constrained"]
+    assert families == ["constrained", "chain"]
     assert CASE.family == "constrained"
+    single, chain = (METHODS_BY_FAMILY[f]["rattle"]() for f in families)
+    chain_case = get_case("chain-tetrahedra-c1c1")
+    chain_model = chain_case.build_for(chain)(chain_case.resolve())[0]
+    body = top()[0]
+    assert single.integrates(body) and not single.integrates(chain_model)
+    assert chain.integrates(chain_model) and not chain.integrates(body)
 
 
 def test_gradient_through_the_steps_matches_finite_differences():

@@ -255,12 +255,13 @@ def _weighted_sum(h, weights, buffer):
 
 
 def _has_quaternion_form(model) -> bool:
-    """One body's unit quaternion `q (..., 4)` (event rank 1: not a chain's `(N+2, 4)`) and
-    `angular_velocity(state)`."""
+    """One body's unit quaternion `q (..., 4)` (event rank 1 where the model states it: not a
+    chain's `(N+2, 4)`) and `angular_velocity(state)`."""
     fields = getattr(getattr(model, "state_type", None), "_fields", ())
     if "q" not in fields or not callable(getattr(model, "angular_velocity", None)):
         return False
-    return getattr(model.state_event_ndims(), "q", None) == 1
+    event_ndims = getattr(model, "state_event_ndims", None)
+    return event_ndims is None or getattr(event_ndims(), "q", 1) == 1
 
 
 class AbstractQuaternionRKMK(AbstractIntegrator):
