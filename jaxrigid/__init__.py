@@ -24,6 +24,7 @@ from .integrators import SWC1 as SWC1
 from .integrators import TRAP as TRAP
 from .integrators import TRAPM as TRAPM
 from .integrators import EnergyMomentumAVF as EnergyMomentumAVF
+from .integrators import compose as compose
 from .linear_solvers import AbstractLinearSolver as AbstractLinearSolver
 from .linear_solvers import BlockDiagonal as BlockDiagonal
 from .linear_solvers import DenseLU as DenseLU

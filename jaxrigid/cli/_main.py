@@ -140,6 +140,12 @@ def cmd_methods(args) -> int:
         for row in rows:
             cells = [cell.ljust(w) for cell, w in zip(row, widths)]
             print("  " + "  ".join(cells + [row[4]]))
+    from ..integrators import COMPOSITION_SCHEMES
+
+    print("composition schemes (--method <symmetric method>:<scheme>, e.g. IMIDM:kahan-li8):")
+    for scheme in COMPOSITION_SCHEMES.values():
+        facts = f"order {scheme.order:<3} {scheme.stages:>2} stages"
+        print(f"  {scheme.name:<22} {facts}  {scheme.reference}")
     return 0
 
 

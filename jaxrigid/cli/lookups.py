@@ -33,8 +33,23 @@ def applicable_methods(case) -> dict[str, type]:
 
 
 def find_method(name: str, case) -> tuple[str, Any]:
-    """Canonical name and a fresh integrator of `name` that integrates `case`'s model."""
-    from ..integrators import METHODS_BY_FAMILY
+    """Canonical name and a fresh integrator of `name` that integrates `case`'s model
+    (`<method>:<scheme>`: the method composed by a composition scheme)."""
+    from ..integrators import COMPOSITION_SCHEMES, METHODS_BY_FAMILY, compose
+
+    base, sep, scheme = name.partition(":")
+    if sep:
+        _, integrator = find_method(base, case)
+        schemes = {s.lower(): s for s in COMPOSITION_SCHEMES}
+        if scheme.lower() not in schemes:
+            raise UsageError(
+                f"unknown composition scheme {scheme!r}; valid: {', '.join(COMPOSITION_SCHEMES)}"
+            )
+        try:
+            composed = compose(integrator, schemes[scheme.lower()])
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        return composed.name, composed
 
     applicable = applicable_methods(case)
     valid = ", ".join(applicable)

@@ -30,7 +30,10 @@ from .classical import RungeKutta as RungeKutta
 from .classical import SunGeng5 as SunGeng5
 from .composition import AbstractComposition as AbstractComposition
 from .composition import Composition as Composition
+from .composition import compose as compose
 from .composition import triple_jump as triple_jump
+from .composition_schemes import SCHEMES
+from .composition_schemes import CompositionScheme as CompositionScheme
 from .dmv import DMV_METHODS as DMV_METHODS
 from .dmv import DMVBody as DMVBody
 from .dmv import DMVSpatial as DMVSpatial
@@ -69,6 +72,9 @@ from .reference_methods import BBTRAP as BBTRAP
 from .reference_methods import BBTRAPWD as BBTRAPWD
 from .reference_methods import SWC1 as SWC1
 from .tableau import ButcherTableau as ButcherTableau
+
+COMPOSITION_SCHEMES = SCHEMES
+"""The composition schemes by name (`compose(method, name)`; `--method <method>:<name>`)."""
 
 REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     # rigid bodies (Krysl 2007; Dixon's DMV): the free body and torqued ones
@@ -152,7 +158,12 @@ def methods_for(model) -> list[str]:
 
 
 def get_method(name: str, family: str = "rigid_body"):
-    """A fresh integrator by (case-insensitive) name; `ValueError` listing the valid names."""
+    """A fresh integrator by (case-insensitive) name; `ValueError` listing the valid names.
+    `<method>:<scheme>` is the method composed by a scheme of `COMPOSITION_SCHEMES`
+    (`IMIDM:kahan-li8`; `compose`)."""
+    base, sep, scheme = name.partition(":")
+    if sep:
+        return compose(get_method(base, family), scheme.lower())
     methods = METHODS_BY_FAMILY[family]
     for key, factory in methods.items():
         if key.lower() == name.lower():

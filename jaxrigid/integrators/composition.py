@@ -1,8 +1,10 @@
 """Composition of steps: `Φ_Δt = Φ^{(m)}_{γ_m Δt} ∘ … ∘ Φ^{(1)}_{γ_1 Δt}`.
 
 Krysl builds TRAP, IMID, TRAPM and IMIDM as compositions of Euler half-steps (§3.3–3.6);
-the same wrapper composes any symmetric method into higher order (e.g. the triple jump
-γ = (1/(2−2^{1/3}), −2^{1/3}/(2−2^{1/3}), 1/(2−2^{1/3}))).
+the same wrapper composes any symmetric method into higher order: `compose(method, scheme)`
+with a scheme of `composition_schemes` (the triple jump and Suzuki's fractal, orders 2k → 2k+2;
+Yoshida's and Kahan–Li's order 6, McLachlan's and Kahan–Li's order 8, Sofroniou–Spaletta's
+order 10, each checked against its order conditions when loaded).
 """
 
 # No `from __future__ import annotations`: equinox (0.13) takes a string annotation
@@ -10,8 +12,13 @@ the same wrapper composes any symmetric method into higher order (e.g. the tripl
 from typing import ClassVar
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
 
-from .base import AbstractIntegrator, merge_infos
+from .. import results
+from .base import AbstractIntegrator, StepInfo, merge_infos
+from .composition_schemes import SCHEMES, CompositionScheme, suzuki_fractions, triple_jump_fractions
 
 
 class AbstractComposition(AbstractIntegrator):
@@ -22,9 +29,10 @@ class AbstractComposition(AbstractIntegrator):
     facts are class facts: `order` as stated by the caller (composition theory, not
     inferred); `implicit` if a member is; `symmetric` if every member is and the members and
     fractions read the same backwards (the adjoint of `Φ_m ∘ … ∘ Φ_1` is
-    `Φ_1* ∘ … ∘ Φ_m*`; GNI §II.4, §V.3); `compensated_summation` if every member has it. No
-    invariant is claimed (`preserves` is empty), as before. The members' settings are the
-    instances in the field `integrators`.
+    `Φ_1* ∘ … ∘ Φ_m*`; GNI §II.4, §V.3); `compensated_summation` if every member has it;
+    `preserves` the quantities every member preserves (each step keeps them, whatever its
+    size or sign, so the composition does). The members' settings are the instances in the
+    field `integrators`.
 
     Solver state: the tuple of the members' (each member keeps its own, e.g. its stages).
     Members that compensate (`compensated=True`: their solver state is the state's rounding
@@ -56,15 +64,30 @@ class AbstractComposition(AbstractIntegrator):
         """Whether the members compensate (all or none do): one rounding error is carried."""
         return _compensated(self.integrators)
 
+    @property
+    def _looped(self) -> bool:
+        """Whether one member step serves every stage (all members equal, settings too): then
+        the stages run as a `lax.scan` over the fractions, compiled once (a 35-stage
+        composition compiles like one step)."""
+        first = self.integrators[0]
+        return len(self.integrators) > 1 and all(
+            i is first or eqx.tree_equal(first, i) is True for i in self.integrators[1:]
+        )
+
     def init(self, model, state0, t0, dt):
         if self.compensated:
             return self.integrators[0].init(model, state0, t0, self.fractions[0] * dt)
-        return tuple(
+        states = tuple(
             i.init(model, state0, t0, gamma * dt)
             for i, gamma in zip(self.integrators, self.fractions)
         )
+        if self._looped:  # the members' solver states stacked along a leading stage axis
+            return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+        return states
 
     def step(self, model, state, solver_state, t, dt):
+        if self._looped:
+            return self._looped_step(model, state, solver_state, t, dt)
         if self.compensated:  # the rounding error passes from member to member
             infos, error = [], solver_state
             for integrator, gamma in zip(self.integrators, self.fractions):
@@ -81,6 +104,29 @@ class AbstractComposition(AbstractIntegrator):
             t = t + h
         return state, tuple(states), merge_infos(infos)
 
+    def _looped_step(self, model, state, solver_state, t, dt):
+        member, compensated = self.integrators[0], self.compensated
+        gammas = jnp.asarray(self.fractions, jnp.result_type(dt))
+
+        def stage(carry, x):
+            state, error, t = carry
+            gamma, ss = x
+            h = gamma * dt
+            if compensated:  # one rounding error, passed from stage to stage
+                state, error, info = member.step(model, state, error, t, h)
+            else:
+                state, ss, info = member.step(model, state, ss, t, h)
+            return (state, error, t + h), (ss, info)
+
+        error, per_stage = (solver_state, None) if compensated else (None, solver_state)
+        (state, error, _), (states, infos) = lax.scan(stage, (state, error, t), (gammas, per_stage))
+        info = StepInfo(
+            jnp.sum(infos.iterations, axis=0, dtype=infos.iterations.dtype),
+            jnp.max(infos.residual, axis=0),
+            results.first_failure_of(*infos.result),
+        )
+        return state, (error if compensated else states), info
+
 
 def _compensated(integrators) -> bool:
     flags = {bool(getattr(i, "compensated", False)) for i in integrators}
@@ -96,11 +142,16 @@ _CLASSES: dict[tuple, type[AbstractComposition]] = {}
 
 
 def composition_class(
-    member_classes: tuple[type, ...], fractions: tuple[float, ...], order: int
+    member_classes: tuple[type, ...],
+    fractions: tuple[float, ...],
+    order: int,
+    name: str = "composition",
+    reference: str = "",
 ) -> type[AbstractComposition]:
     """The class of the composition of `member_classes` with step `fractions` and the stated
-    `order`, made once and kept (so that equal compositions share their compiled programs)."""
-    key = (member_classes, fractions, order)
+    `order` (named `name`, citing `reference`), made once and kept (so that equal compositions
+    share their compiled programs)."""
+    key = (member_classes, fractions, order, name, reference)
     cls = _CLASSES.get(key)
     if cls is None:
         symmetric = (
@@ -109,12 +160,20 @@ def composition_class(
             and fractions == fractions[::-1]
         )
         namespace = {
+            "name": name,
+            "reference": reference or "; ".join(dict.fromkeys(c.reference for c in member_classes)),
+            # what every member keeps, except TRAP's midpoint energy: it is measured with the
+            # step's own Δt (Krysl §3.5), and a composition's sub-steps differ
+            "preserves": frozenset.intersection(*(c.preserves for c in member_classes))
+            - {"K_midpoint"},
             "__module__": __name__,
             "__doc__": AbstractComposition.__doc__,
             "member_classes": member_classes,
             "fractions": fractions,
             "order": order,
             "implicit": any(c.implicit for c in member_classes),
+            "torque_free_only": any(c.torque_free_only for c in member_classes),
+            "model_types": member_classes[0].model_types if len(set(member_classes)) == 1 else (),
             "symmetric": symmetric,
             "compensated_summation": all(c.compensated_summation for c in member_classes),
         }
@@ -123,7 +182,9 @@ def composition_class(
     return cls
 
 
-def Composition(integrators, fractions, stated_order: int = 1) -> AbstractComposition:
+def Composition(
+    integrators, fractions, stated_order: int = 1, name: str = "composition", reference: str = ""
+) -> AbstractComposition:
     """The composition `Φ^{(m)}_{γ_m Δt} ∘ … ∘ Φ^{(1)}_{γ_1 Δt}` of the `integrators` with
     step `fractions` `γ`, of the `stated_order`: an instance of its `composition_class` (the
     call form of the release when `Composition` was one class)."""
@@ -131,14 +192,51 @@ def Composition(integrators, fractions, stated_order: int = 1) -> AbstractCompos
     if len(integrators) != len(fractions) or not integrators:
         raise ValueError("Composition needs one fraction per integrator (and at least one)")
     _compensated(integrators)  # all or none
-    cls = composition_class(tuple(type(i) for i in integrators), fractions, int(stated_order))
+    classes = tuple(type(i) for i in integrators)
+    cls = composition_class(classes, fractions, int(stated_order), name, reference)
     return cls(integrators)
 
 
-def triple_jump(integrator) -> AbstractComposition:
-    """Yoshida's fourth-order composition of a symmetric second-order method."""
+_FRACTAL = {"triple-jump": triple_jump_fractions, "suzuki5": suzuki_fractions}
+"""Schemes that raise any even order 2k to 2k + 2 (their fractions depend on k)."""
+
+
+def compose(integrator, scheme: str | CompositionScheme) -> AbstractComposition:
+    """The symmetric composition of the symmetric `integrator` by `scheme` (a name of
+    `composition_schemes.SCHEMES` or a `CompositionScheme`), named `<method>:<scheme>`.
+
+    Order: `scheme.order` for a second-order method; the triple jump and Suzuki's fractal
+    raise any even order `2k` to `2k + 2`. The composition keeps what the method keeps
+    (`preserves`) and is symmetric. `ValueError` for a non-symmetric method, or a tabulated
+    scheme (built for order 2) on a method of another order.
+    """
+    if isinstance(scheme, str):
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown composition scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
+        scheme = SCHEMES[scheme]
     if not integrator.symmetric:
-        raise ValueError(f"triple_jump needs a symmetric method; {integrator.name} is not")
-    g1 = 1.0 / (2.0 - 2.0 ** (1.0 / 3.0))
-    g0 = -(2.0 ** (1.0 / 3.0)) * g1
-    return Composition((integrator,) * 3, (g1, g0, g1), stated_order=integrator.order + 2)
+        raise ValueError(
+            f"composing by {scheme.name} needs a symmetric method; {integrator.name} is not "
+            "(its error expansion has even powers of Δt that the scheme does not cancel)"
+        )
+    base = integrator.order
+    if scheme.name in _FRACTAL and base != 2:
+        fractions, order = _FRACTAL[scheme.name](base), base + 2
+    elif base == 2:
+        fractions, order = scheme.fractions, scheme.order
+    else:
+        raise ValueError(
+            f"{scheme.name} composes second-order methods; {integrator.name} has order {base} "
+            f"(use triple-jump or suzuki5, which raise any even order by two)"
+        )
+    n = len(fractions)
+    name = f"{integrator.name}:{scheme.name}"
+    reference = f"{integrator.reference}; composed by {scheme.reference}"
+    return Composition((integrator,) * n, fractions, order, name, reference)
+
+
+def triple_jump(integrator) -> AbstractComposition:
+    """Yoshida's fourth-order composition of a symmetric second-order method
+    (`compose(integrator, "triple-jump")`; order `k + 2` for a symmetric method of even order
+    `k`)."""
+    return compose(integrator, "triple-jump")
