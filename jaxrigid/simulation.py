@@ -398,15 +398,38 @@ def _compiled_runner(spec, model_axes, batched):
     if key not in _RUNNERS:
 
         def run(integrator, observer, save, model, state0, obs0, ss0, t0, dt):
-            def f(m, s, o, ss):
-                return _run_one(integrator, observer, save, m, s, o, ss, t0, dt, spec)
+            def solve(method):
+                def f(m, s, o, ss):
+                    return _run_one(method, observer, save, m, s, o, ss, t0, dt, spec)
 
-            if batched:
-                f = jax.vmap(f, in_axes=(model_axes, 0, 0, 0))
-            return f(model, state0, obs0, ss0)
+                if batched:
+                    f = jax.vmap(f, in_axes=(model_axes, 0, 0, 0))
+                return f(model, state0, obs0, ss0)
+
+            return _fast_first(integrator, solve)
 
         _RUNNERS[key] = jax.jit(run, static_argnums=2)
     return _RUNNERS[key]
+
+
+def _fast_first(integrator, solve):
+    """`solve(integrator)`, by way of the method's `fast_variant` where it has one: the fast
+    form runs every member; the members of which a step failed are run again with the method
+    itself, and only when there are any (`lax.cond` on the whole ensemble: no cost when every
+    member succeeded). Their outcome is the method's own, so a member the method cannot step
+    still reports its failure."""
+    fast = integrator.fast_variant()
+    if fast is None:
+        return solve(integrator)
+    out = solve(fast)
+    ok = jnp.all(out[2].result == RESULTS.successful, axis=-1)  # per member, over the saves
+
+    def redo():
+        again = solve(integrator)
+        pick = lambda a, b: jnp.where(ok.reshape(ok.shape + (1,) * (a.ndim - ok.ndim)), a, b)  # noqa: E731
+        return jax.tree_util.tree_map(pick, out, again)
+
+    return lax.cond(jnp.all(ok), lambda: out, redo)
 
 
 def _check_compensated(integrator, state0):

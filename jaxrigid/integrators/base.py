@@ -81,6 +81,13 @@ class AbstractIntegrator(eqx.Module):
         del model, state0, t0, dt
         return None
 
+    def fast_variant(self):
+        """A cheaper form of this method that reports every step it cannot take as failed,
+        or `None` (the default). `simulate` runs the fast form first and redoes, with this
+        method, the members of which any step failed (docs/design-notes.md item 22): the
+        answer is this method's, to its solver tolerance, and no failed step is accepted."""
+        return None
+
     @abc.abstractmethod
     def step(self, model, state, solver_state, t, dt):
         """Advance `state` at time `t` by `dt`. Returns `(state, solver_state, StepInfo)`."""

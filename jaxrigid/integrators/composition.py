@@ -64,6 +64,16 @@ class AbstractComposition(AbstractIntegrator):
         """Whether the members compensate (all or none do): one rounding error is carried."""
         return _compensated(self.integrators)
 
+    def fast_variant(self):
+        """The composition of the members' fast forms, if every member has one and it runs
+        its stages the way this one does (looped or unrolled: the solver states must match
+        for `simulate` to pick per member between the two runs)."""
+        variants = tuple(i.fast_variant() for i in self.integrators)
+        if any(v is None for v in variants):
+            return None
+        fast = type(self)(variants)
+        return fast if fast._looped == self._looped else None
+
     @property
     def _looped(self) -> bool:
         """Whether one member step serves every stage (all members equal, settings too): then
