@@ -7,7 +7,9 @@ step's rounding error is ~1e-16 and the drift of a conserved quantity is a rando
 update, whose effect on the solution is its square). "Not conserved" is a drift ≥ 1e-7: the
 O(Δt²) = 2.5e-3 truncation errors of the second-order methods put that drift near
 1e-4..1e-3; for the fourth-order MKRK variants (Δt⁴ ≈ 6e-6 times small constants) the bar is
-1e-11, still ten times the round-off bound.
+1e-11, still ten times the round-off bound. A sixth-order method's truncation here is below
+round-off (MKRK-gauss6: K drifts by 1.5e-14), so only its conservation claims are checked;
+tests/test_mkrk_high_order.py shows its energy drift at Δt = 0.5.
 """
 
 import jax
@@ -50,7 +52,7 @@ def test_conservation_claims(name):
     for quantity, drift in drifts.items():
         if quantity in integrator.preserves:
             assert drift <= ROUND_OFF, (quantity, drift)
-        elif quantity != "RtR_error":
+        elif quantity != "RtR_error" and integrator.order in NOT_KEPT:
             assert drift >= NOT_KEPT[integrator.order], (quantity, drift)
 
 

@@ -28,9 +28,13 @@ PROBLEMS = {
     1: [("krysl-torque-free", 10.0, 0.04), ("krysl-fast-top", 0.2, 0.0005)],
     2: [("krysl-torque-free", 10.0, 0.04), ("krysl-fast-top", 1.0, 0.004)],
 }
+# Sixth-order methods (MKRK-gauss6) reach the reference's own error (≈ 3e-13) within four
+# halvings from any step still in their asymptotic regime; tests/test_mkrk_high_order.py
+# measures their order over three step sizes chosen for order 6.
 CASES = [
     (name, *p)
     for name in ALL_METHODS
+    if method(name).order <= 4
     for p in PROBLEMS[min(method(name).order, 2)]
     if name in TORQUED_METHODS or p[0] == "krysl-torque-free"
 ]
