@@ -17,7 +17,8 @@ from jaxrigid.results import RESULTS
 # For each family, the cases whose models its methods integrate (the first that a method
 # integrates is used): a torqued body where the method takes one, DMV's heavy top.
 CASES_BY_FAMILY = {
-    "rigid_body": ["krysl-slow-top", "dmv-heavy-top"],
+    # the preprocessed DMV integrates the free body only
+    "rigid_body": ["krysl-slow-top", "dmv-heavy-top", "dmv-free-body-asymmetric"],
     "hamiltonian": ["pendulum", "symmetric-top-euler-angles"],
     "director": ["nontwisting-case2"],
     "constrained": ["symmetric-top-rattle"],

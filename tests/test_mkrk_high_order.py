@@ -186,6 +186,9 @@ def test_batched_run_equals_unbatched_members(cls):
     assert float(jnp.max(jnp.abs(batched.final_state.Pi[1] - batched.final_state.Pi[0]))) > 1e-3
 
 
+# slow: 10–30 s of compile per method; tests/test_contracts.py already differentiates every
+# registered MKRK method through `simulate` in the default suite
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", METHODS, ids=IDS)
 def test_inertia_gradient_under_jit_vmap_grad(cls):
     """`jit(vmap(value_and_grad))` of a smooth function of the final state (20 steps of

@@ -40,6 +40,9 @@ from .dmv import DMVSpatial as DMVSpatial
 from .dmv_coupled import DMV_COUPLED_METHODS as DMV_COUPLED_METHODS
 from .dmv_coupled import DMVCoupledBody as DMVCoupledBody
 from .dmv_coupled import DMVCoupledSpatial as DMVCoupledSpatial
+from .dmv_preprocessed import PREPROCESSED_DMV_CLASSES
+from .dmv_preprocessed import PREPROCESSED_DMV_METHODS as PREPROCESSED_DMV_METHODS
+from .dmv_preprocessed import preprocessed_dmv as preprocessed_dmv
 from .energy_momentum import ENERGY_MOMENTUM_METHODS as ENERGY_MOMENTUM_METHODS
 from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
 from .hamiltonian_methods import HAMILTONIAN_METHODS as HAMILTONIAN_METHODS
@@ -93,6 +96,7 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     *MKRK_CLASSES,
     DMVBody,
     DMVSpatial,
+    *PREPROCESSED_DMV_CLASSES,  # Hairer & Vilmart (2006): preprocessed DMV, orders 4–10
     # canonical Hamiltonian systems (Chaurasia 2012, ch. 2)
     *CLASSICAL_CLASSES,
     *PARTITIONED_CLASSES,
