@@ -134,6 +134,7 @@ def test_bad_option_type(tmp_path):
     assert rc == 2 and stdout == "" and "invalid int value: 'many'" in stderr
 
 
+@pytest.mark.slow  # a full optimisation from the command line (≈ 1 min); the methods test stays
 def test_dynamic_mode(tmp_path):
     """`--mode dynamic`: rail forces on free masses. The report names the mode and
     re-simulates with DLA-midpoint (the unreduced model's implicit method); the npz holds the

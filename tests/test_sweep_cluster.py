@@ -208,6 +208,7 @@ def _executing(dask_worker):
     return os.getpid(), [str(ts.key) for ts in dask_worker.state.executing]
 
 
+@pytest.mark.slow  # kills workers and waits for the nanny's restarts (≈ 1 min)
 def test_worker_killed_mid_chunk(client, tmp_path):
     """SIGKILL of a worker while it computes a chunk: the nanny restarts it, the chunk's task
     runs again, the sweep completes and equals the in-process run bit for bit, and no marker
