@@ -212,7 +212,9 @@ def test_attitude_order_on_the_fast_top(name):
 # ---------------------------------------------------------------------------------------
 # What a composition keeps: the rigid body
 
-SYMMETRIC_METHODS = [n for n in ALL_METHODS if method(n).symmetric]
+# yoshida6 composes second-order methods (the preprocessed DMV of orders 4–10 is refused, as
+# test_schemes_on_a_fourth_order_symmetric_method checks for order 4)
+SYMMETRIC_METHODS = [n for n in ALL_METHODS if method(n).symmetric and method(n).order == 2]
 
 # 1000 composed steps of Δt = 0.4 (7000 Yoshida sub-steps of up to 1.18 Δt), every 5th saved.
 # Kept: ≤ 1e-12, as in test_invariants.py: the drift of a conserved quantity is a random walk of
