@@ -196,10 +196,16 @@ def test_case_definition_and_validation():
 
 
 def test_which_methods_apply():
-    """DMV takes this case (uniform gravity) but still not the Coulombic wall; every other
-    rigid-body method takes both."""
+    """DMV takes this case (uniform gravity) but still not the Coulombic wall; the
+    preprocessed DMV (free body only) takes neither; every other rigid-body method takes
+    both."""
+    from jaxrigid.integrators import PREPROCESSED_DMV_METHODS
+
     top, wall = CASES["dmv-heavy-top"], CASES["krysl-coulomb-wall"]
     for name, factory in RIGID_BODY_METHODS.items():
+        if name in PREPROCESSED_DMV_METHODS:
+            assert not top.accepts(factory()) and not wall.accepts(factory())
+            continue
         assert top.accepts(factory())
         assert wall.accepts(factory()) == (name not in DMV_METHODS)
 
