@@ -11,13 +11,15 @@ wall and 200 for the fast top, see `config.t_long_note` in the JSON) by
 * jaxrigid's fixed-step methods, several Δt each: IMIDM, IMID, DMV-body (torque-free only),
   MKRK-gauss4, MKRK-gauss6, MKRK-rk4 (skipped, and listed as missing, where the registry lacks
   them), IMIDM composed by triple-jump, suzuki5, yoshida6, kahan-li6, mclachlan8, kahan-li8,
-  sofroniou-spaletta10 (`get_method("IMIDM:<scheme>")`), and DMV-body:kahan-li8 (torque-free
-  only). Every run is `jaxrigid.simulate(method, model, state0_batch, dt, C, save_every=C)`
-  inside one `jax.jit` program per (problem, method): Δt is a traced argument and the run is a
-  `lax.while_loop` over a traced number of such chunks of C steps (each chunk continues the
-  last with `t0` and its `solver_state`, the first from the method's `init`, so the chunks
-  equal one unsplit run; a failed chunk ends the run), so that one compiled program serves
-  every Δt and both horizons (compiling one per Δt and horizon would cost more than the runs).
+  sofroniou-spaletta10 (`get_method("IMIDM:<scheme>")`), DMV-body:kahan-li8 (torque-free
+  only), and the explicit Lie–Poisson splitting LP-split alone and composed by triple-jump,
+  yoshida6, kahan-li8 and sofroniou-spaletta10. Every run is
+  `jaxrigid.simulate(method, model, state0_batch, dt, C, save_every=C)` inside one `jax.jit`
+  program per (problem, method): Δt is a traced argument and the run is a `lax.while_loop`
+  over a traced number of such chunks of C steps (each chunk continues the last with `t0`
+  and its `solver_state`, the first from the method's `init`, so the chunks equal one
+  unsplit run; a failed chunk ends the run), so that one compiled program serves every Δt
+  and both horizons (compiling one per Δt and horizon would cost more than the runs).
   C is the greatest common divisor of the method's step counts to t = 100. `simulate` on
   traced inputs puts its value checks and a host callback into each call, ≈ 0.3 ms a chunk
   on the CPU: a method whose chunk computes for less than 30 ms at t = 100 gets a second
@@ -94,6 +96,8 @@ SCHEMES = (
     "kahan-li8",
     "sofroniou-spaletta10",
 )
+# the explicit splitting composed by one scheme of each order
+LP_SCHEMES = ("triple-jump", "yoshida6", "kahan-li8", "sofroniou-spaletta10")
 JAXRIGID = (
     "IMIDM",
     "IMID",
@@ -103,6 +107,8 @@ JAXRIGID = (
     "MKRK-rk4",
     *(f"IMIDM:{s}" for s in SCHEMES),
     "DMV-body:kahan-li8",
+    "LP-split",
+    *(f"LP-split:{s}" for s in LP_SCHEMES),
 )
 FREE_ONLY = {"DMV-body", "DMV-body:kahan-li8"}
 DIFFRAX_ADAPTIVE = ("diffrax_Tsit5", "diffrax_Dopri5", "diffrax_Dopri8")
@@ -113,6 +119,7 @@ QUICK_METHODS = (
     "DMV-body",
     "MKRK-rk4",
     "IMIDM:kahan-li8",
+    "LP-split:kahan-li8",
     "diffrax_Dopri8",
     "diffrax_RK4",
 )
@@ -227,6 +234,11 @@ _FREE = {
     "IMIDM:kahan-li8": (50, 100, 200, 400),
     "IMIDM:sofroniou-spaletta10": (50, 100),
     "DMV-body:kahan-li8": (100, 200, 400, 800),
+    "LP-split": (1000, 4000, 16000),
+    "LP-split:triple-jump": (250, 1000, 4000),
+    "LP-split:yoshida6": (100, 200, 400, 800),
+    "LP-split:kahan-li8": (50, 100, 200),
+    "LP-split:sofroniou-spaletta10": (50, 100),
     "diffrax_RK4": (500, 1000, 2000, 4000, 8000),
 }
 _COULOMB = {
@@ -242,6 +254,11 @@ _COULOMB = {
     "IMIDM:mclachlan8": (100, 200, 400),
     "IMIDM:kahan-li8": (100, 200, 400, 800),
     "IMIDM:sofroniou-spaletta10": (50, 100, 200, 400),
+    "LP-split": (1000, 4000, 16000),
+    "LP-split:triple-jump": (1000, 4000),
+    "LP-split:yoshida6": (400, 800, 1600),
+    "LP-split:kahan-li8": (400, 800, 1600),
+    "LP-split:sofroniou-spaletta10": (200, 400, 800),
     "diffrax_RK4": (500, 1000, 2000, 4000, 8000),
 }
 _TOP = {
@@ -257,6 +274,11 @@ _TOP = {
     "IMIDM:mclachlan8": (4000,),
     "IMIDM:kahan-li8": (2000, 4000),
     "IMIDM:sofroniou-spaletta10": (2000,),
+    "LP-split": (4000, 16000),
+    "LP-split:triple-jump": (4000, 8000),
+    "LP-split:yoshida6": (1600, 3200),
+    "LP-split:kahan-li8": (400, 800, 1600),
+    "LP-split:sofroniou-spaletta10": (200, 400, 800),
     "diffrax_RK4": (32000, 64000),
 }
 STEPS_100 = {"krysl-torque-free": _FREE, "krysl-coulomb-wall": _COULOMB, "krysl-fast-top": _TOP}

@@ -31,6 +31,7 @@ class RESULTS(enum.IntEnum):
     nonfinite = 3  # a NaN or inf appeared in the iterate or the residual
     off_branch = 4  # Newton found a root, but not the one continuous in Δt
     step_bound_broken = 5  # the step broke a promise of the method (e.g. `max_angle`)
+    model_unsupported = 6  # the model's values are outside what the method integrates
 
     @property
     def advice(self) -> str:
@@ -59,6 +60,10 @@ _ADVICE = {
         "a step turned the body by more than the method allows (its max_angle setting "
         "where it has one, else pi per stage, far past any accurate step): take a smaller "
         "dt, or raise max_angle (at most pi) where the method has it"
+    ),
+    RESULTS.model_unsupported: (
+        "the method does not integrate this model's values (its model_requirement says "
+        "which, e.g. LP-split's principal axes): change the model or the method"
     ),
 }
 

@@ -262,7 +262,7 @@ def simulate(
     model.check_state_shapes(plain0)
     dtype = leaves[0].dtype
     _check_dtypes(model, dtype)
-    _checks.apply(_value_checks(model, state0, t0, dt))
+    _checks.apply(_value_checks(model, state0, t0, dt) + integrator.value_checks(model))
 
     t0 = jnp.asarray(t0, dtype)
     ts = t0 + jnp.arange(n_save + 1, dtype=dtype) * jnp.asarray(dt, dtype) * save_every

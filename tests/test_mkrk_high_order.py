@@ -164,7 +164,12 @@ def test_spatial_momentum_and_orthogonality_to_round_off(cls):
     assert K_drift >= 1e-11, K_drift
 
 
-@pytest.mark.parametrize("cls", METHODS, ids=IDS)
+@pytest.mark.parametrize(
+    # Gauss 6 (30 s on the CI machine; the same vmap path as Gauss 4) in the slow suite
+    "cls",
+    [pytest.param(c, marks=pytest.mark.slow) if c is MKRKGauss6 else c for c in METHODS],
+    ids=IDS,
+)
 def test_batched_run_equals_unbatched_members(cls):
     """An ensemble of three slow tops (momenta perturbed by 5 %) run at once equals each member
     run alone (both at the slow-top order run's coarsest Δt) to 1e-12 relative: per member the

@@ -74,6 +74,7 @@ from .reference_methods import AKW as AKW
 from .reference_methods import BBTRAP as BBTRAP
 from .reference_methods import BBTRAPWD as BBTRAPWD
 from .reference_methods import SWC1 as SWC1
+from .splitting import LiePoissonSplitting as LiePoissonSplitting
 from .tableau import ButcherTableau as ButcherTableau
 
 COMPOSITION_SCHEMES = SCHEMES
@@ -97,6 +98,7 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     DMVBody,
     DMVSpatial,
     *PREPROCESSED_DMV_CLASSES,  # Hairer & Vilmart (2006): preprocessed DMV, orders 4–10
+    LiePoissonSplitting,  # McLachlan (1993), Touma & Wisdom (1994): explicit, symmetric
     # canonical Hamiltonian systems (Chaurasia 2012, ch. 2)
     *CLASSICAL_CLASSES,
     *PARTITIONED_CLASSES,

@@ -76,6 +76,12 @@ class AbstractIntegrator(eqx.Module):
         """Whether this method applies to `model` (by default: its type is a `model_types`)."""
         return isinstance(model, self.model_types)
 
+    def value_checks(self, model) -> list:
+        """Checks of the model's values that this method needs beyond the model's own
+        (`_checks.Check`s, applied by `simulate` with the model's; none by default)."""
+        del model
+        return []
+
     def init(self, model, state0, t0, dt):
         """The solver state before the first step (`None`: nothing reused between steps)."""
         del model, state0, t0, dt

@@ -59,6 +59,11 @@ class AbstractComposition(AbstractIntegrator):
     def integrates(self, model) -> bool:
         return all(i.integrates(model) for i in self.integrators)
 
+    def value_checks(self, model) -> list:
+        """The members' checks, once per member class (the stages repeat a few methods)."""
+        first = {type(i): i for i in reversed(self.integrators)}
+        return [c for i in first.values() for c in i.value_checks(model)]
+
     @property
     def compensated(self) -> bool:
         """Whether the members compensate (all or none do): one rounding error is carried."""

@@ -1,0 +1,131 @@
+"""Explicit Lie–Poisson splitting for a rigid body in a potential (issue 17).
+
+McLachlan (1993), "Explicit Lie–Poisson integration and the Euler equations", Phys. Rev.
+Lett. 71, 3043; Touma & Wisdom (1994), "Lie–Poisson integrators for rigid body dynamics in
+the solar system", Astron. J. 107, 1189; Dullweber, Leimkuhler & McLachlan (1997), J. Chem.
+Phys. 107, 5840. Not in the five papers: the explicit symmetric base method that the
+compositions of `composition_schemes` lift to orders 4–10 without a Newton solve.
+
+In principal body axes (`𝕀 = diag(I₁, I₂, I₃)`) the Hamiltonian `H = ½ Πᵀ𝕀⁻¹Π + V(t, R)`
+splits into pieces whose flows are exact rotations:
+
+    H = |Π|²/(2I_b) + Σᵢ ½kᵢΠᵢ² + V,        kᵢ = 1/Iᵢ − 1/I_b,   I_b the median moment.
+
+- `½kᵢΠᵢ²` (Π̇ = Π × kᵢΠᵢeᵢ keeps Πᵢ): `R ← R exp(w)`, `Π ← exp(−w)Π`, `w = τkᵢΠᵢeᵢ`;
+- the Casimir `|Π|²/(2I_b)` (commutes with every piece): `R ← R exp(τΠ/I_b)`, `Π` unchanged;
+- `V` (R fixed): the kick `Π ← Π + τT(t, R)`, `T` the potential's body torque.
+
+One step is Strang's splitting `V(½h) ∘ A₁(½h) A₂(½h) A₃(h) A₂(½h) A₁(½h) ∘ C(h) ∘ V(½h)`
+(the kicks at `t` and `t + h`): explicit, symmetric, symplectic, second order. Every piece is
+the exact flow of a left-invariant Hamiltonian or of the potential, so `|Π|` is kept exactly,
+the spatial momentum `π = RΠ` (for the free body; its component along a symmetry axis of the
+potential, e.g. `π₃` of the heavy top), the heavy top's `⟨Π, Γ⟩` and `|Γ|`, and `RᵀR = 1`,
+all to round-off. The energy is not kept; its error stays bounded (symplectic).
+
+**Why the median moment goes into the Casimir:** the median axis's piece vanishes
+(`k_b = 0`), and for a symmetric body (two equal moments: either they include the median or
+they are the median) a second piece vanishes too; the remaining one commutes with the
+Casimir, so the free flow is *exact* for every axisymmetric body, whatever its spin. For the
+fast top (Krysl §5.3, Ω₃ = 50) only the gravity kicks make an error, not the fast spin: this
+is why the method wins on that problem. For an asymmetric body the error constant is
+`∝ k_a k_c`, the smallest of the three choices of axis.
+
+**Principal axes are required** (a diagonal inertia): finding them for a general inertia is
+an eigendecomposition, whose derivative is undefined at a symmetric body (the case the median
+trick makes exact). `value_checks` refuses a non-diagonal inertia before a run, and a step
+taken directly on one reports `RESULTS.model_unsupported`; rotate the body frame to the
+principal axes (R ← R Q, Π ← QᵀΠ, 𝕀 ← Qᵀ𝕀Q) to use the method.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import results
+from .._checks import Check
+from .._linalg import matmul
+from ..lie import so3
+from ..models.rigid_body import RigidBody, RigidBodyState
+from ..results import RESULTS
+from .base import AbstractIntegrator, explicit_info
+
+_REF = (
+    "McLachlan (1993) PRL 71:3043; Touma & Wisdom (1994) AJ 107:1189; "
+    "Dullweber, Leimkuhler & McLachlan (1997) JCP 107:5840"
+)
+# The axis flows of one step, (axis, fraction of Δt): symmetric about the middle one.
+_AXIS_SEQUENCE = ((0, 0.5), (1, 0.5), (2, 1.0), (1, 0.5), (0, 0.5))
+_UNIT = np.eye(3)
+
+
+def off_diagonal_inertia(inertia):
+    """Largest |off-diagonal entry| of `inertia (..., 3, 3)`: zero in principal axes."""
+    off = inertia - inertia * jnp.eye(3, dtype=inertia.dtype)
+    return jnp.max(jnp.abs(off), axis=(-2, -1))
+
+
+def free_flow(moments, Pi, h):
+    """The free body's split flow over `h` from `Π` (principal `moments (3,)`): returns
+    `(Q − 1, Π₁)` with `R₁ = R Q`, `Π₁ = QᵀΠ` (Π₁ formed turn by turn). Each turn is `so3`'s
+    Rodrigues `expm1`, accumulated as `Q − 1` without rounding `1 + …`. (Measured on the CPU:
+    accumulating quaternions component by component instead ran 2–5× slower under `vmap`.)"""
+    I_b = jnp.sort(moments)[1]
+    k = 1.0 / moments - 1.0 / I_b  # exactly zero on the median axis
+    Q1 = so3.expm1(h * Pi / I_b)  # the Casimir's flow: Π unchanged
+    for axis, fraction in _AXIS_SEQUENCE:
+        w = fraction * h * k[axis] * Pi[axis] * _UNIT[axis].astype(Pi.dtype)
+        A = so3.expm1(w)
+        Pi = Pi + so3.rotate_expm1(-w, Pi)
+        Q1 = Q1 + A + matmul(Q1, A)  # (1 + Q1)(1 + A) − 1
+    return Q1, Pi
+
+
+class LiePoissonSplitting(AbstractIntegrator):
+    """Explicit symmetric Lie–Poisson splitting (module docstring): kick, exact axis and
+    Casimir rotations, kick. Second order, symplectic; keeps `|Π|`, `π = RΠ` (free body) and
+    `RᵀR = 1` to round-off. A `RigidBody` in principal axes whose torque is a potential's."""
+
+    name: ClassVar[str] = "LP-split"
+    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    model_requirement: ClassVar[str] = (
+        "it integrates a RigidBody in principal axes (diagonal inertia) whose torque, if any, "
+        "is a potential's (no torque function)"
+    )
+    order: ClassVar[int] = 2
+    symmetric: ClassVar[bool] = True
+    preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
+    reference: ClassVar[str] = _REF
+
+    def integrates(self, model) -> bool:
+        return isinstance(model, RigidBody) and model.torque is None
+
+    def value_checks(self, model) -> list[Check]:
+        off = off_diagonal_inertia(model.inertia)
+        return [
+            Check(
+                off != 0,
+                f"{self.name} needs the inertia in principal axes (diagonal); largest "
+                "off-diagonal entry",
+                off,
+            )
+        ]
+
+    def step(self, model, state, solver_state, t, dt):
+        R, Pi = state
+        moments = jnp.diagonal(model.inertia, axis1=-2, axis2=-1)
+        if model.potential is not None:
+            Pi = Pi + 0.5 * dt * model.body_torque(t, R, Pi)
+        Q1, Pi = free_flow(moments, Pi, dt)
+        R1 = R + matmul(R, Q1)
+        if model.potential is not None:
+            Pi = Pi + 0.5 * dt * model.body_torque(t + dt, R1, Pi)
+        info = explicit_info(Pi.dtype)
+        bad = off_diagonal_inertia(model.inertia) != 0
+        info = info._replace(result=results.where(bad, RESULTS.model_unsupported, info.result))
+        return RigidBodyState(R1, Pi), solver_state, info
+
+
+SPLITTING_METHODS = {LiePoissonSplitting.name: LiePoissonSplitting}
