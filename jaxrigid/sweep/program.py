@@ -219,16 +219,17 @@ def _simulate_members(p: Plan, model, state0, dt, **kwargs):
 
 
 def _reduced_checks(p: Plan, params, messages: list):
-    """Each member's value checks (`simulate`'s: `dt`, the model's and the state's), reduced
-    over the members (`_checks._reduce_all`). The checks' messages and whether they quote a
-    value are filled into `messages` when this is traced (they are Python strings)."""
+    """Each member's value checks (`simulate`'s: `dt`, the model's, the state's and the
+    method's), reduced over the members (`_checks._reduce_all`). The checks' messages and
+    whether they quote a value are filled into `messages` when this is traced (they are
+    Python strings)."""
     from ..simulation import _value_checks
 
     model, state0 = _build(p, params)
     dt = _step(p, params)
 
     def one(m, s, h):
-        checks = _value_checks(m, s, 0.0, h)
+        checks = _value_checks(m, s, 0.0, h) + p.integrator.value_checks(m)
         messages[:] = [(c.message, c.value is not None) for c in checks]
         zero = jnp.zeros((), p.dtype)
         return [c.bad for c in checks], [zero if c.value is None else c.value for c in checks]
