@@ -262,7 +262,7 @@ def simulate(
     model.check_state_shapes(plain0)
     dtype = leaves[0].dtype
     _check_dtypes(model, dtype)
-    _checks.apply(_value_checks(model, state0, t0, dt) + integrator.value_checks(model))
+    _checks.apply(_value_checks(integrator, model, state0, t0, dt))
 
     t0 = jnp.asarray(t0, dtype)
     ts = t0 + jnp.arange(n_save + 1, dtype=dtype) * jnp.asarray(dt, dtype) * save_every
@@ -327,12 +327,14 @@ def check_integrates(integrator, model) -> None:
     )
 
 
-def _value_checks(model, state0, t0, dt) -> list[Check]:
+def _value_checks(integrator, model, state0, t0, dt) -> list[Check]:
+    """`dt`'s, the model's, the initial state's and the method's own (`value_checks`)."""
     dt = jnp.asarray(dt)
     if dt.ndim:
         raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
     checks = [Check(~jnp.isfinite(dt) | (dt == 0), "dt must be a finite nonzero scalar", dt)]
     checks += model.parameter_checks() + model.state_checks(value_of(state0), t0)
+    checks += integrator.value_checks(model)
     if isinstance(state0, Compensated):
         checks.append(
             Check(~_finite(state0.error), "Compensated state's error contains NaN or inf")

@@ -126,6 +126,3 @@ class LiePoissonSplitting(AbstractIntegrator):
         bad = off_diagonal_inertia(model.inertia) != 0
         info = info._replace(result=results.where(bad, RESULTS.model_unsupported, info.result))
         return RigidBodyState(R1, Pi), solver_state, info
-
-
-SPLITTING_METHODS = {LiePoissonSplitting.name: LiePoissonSplitting}

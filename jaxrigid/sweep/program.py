@@ -229,7 +229,7 @@ def _reduced_checks(p: Plan, params, messages: list):
     dt = _step(p, params)
 
     def one(m, s, h):
-        checks = _value_checks(m, s, 0.0, h) + p.integrator.value_checks(m)
+        checks = _value_checks(p.integrator, m, s, 0.0, h)
         messages[:] = [(c.message, c.value is not None) for c in checks]
         zero = jnp.zeros((), p.dtype)
         return [c.bad for c in checks], [zero if c.value is None else c.value for c in checks]
