@@ -157,6 +157,7 @@ from jax import lax  # noqa: E402
 import jaxrigid  # noqa: E402
 from jaxrigid.cases import get_case  # noqa: E402
 from jaxrigid.integrators import get_method  # noqa: E402
+from jaxrigid.lie import so3  # noqa: E402
 from jaxrigid.models.rigid_body import RigidBodyState  # noqa: E402
 from jaxrigid.reference import rigid_body_reference  # noqa: E402
 
@@ -425,6 +426,7 @@ def jaxrigid_program(problem, integrator, chunk):
     last (`t0`, `solver_state0`; the first from the method's own `init`, as `simulate` starts
     one): equal to one unsplit run of `n_chunks·chunk` steps."""
     model, dtype = problem.model, problem.dtype
+    orthonormal_tol = float(jnp.finfo(dtype).eps) ** 0.5  # models.base.rotation_checks
 
     def run(state0, dt, n_chunks):
         h = jnp.asarray(dt, dtype)
@@ -444,16 +446,23 @@ def jaxrigid_program(problem, integrator, chunk):
             )
             final = sol.final_state
             finite = jnp.all(jnp.isfinite(final.R)) & jnp.all(jnp.isfinite(final.Pi))
-            ok = ok & jnp.all(sol.newton.all_converged) & finite
+            converged = jnp.all(sol.newton.all_converged)
+            # `simulate` refuses an attitude off SO(3) by more than √eps: float32 round-off
+            # reaches that after ~10⁵ steps (bench/README, "Work–precision")
+            orthonormal = jnp.max(so3.orthogonality_error(final.R)) <= orthonormal_tol
+            ok = ok & converged & finite & orthonormal
             iters = jnp.maximum(iters, jnp.max(sol.newton.max_iterations))
-            return k + 1, final, sol.solver_state, ok, iters
+            return k + 1, final, sol.solver_state, ok, converged, iters
 
-        # a failed chunk (a Newton failure, or NaN/inf) ends the run: the next `simulate`
-        # would refuse its non-finite initial state, and the run is recorded as failed anyway
-        init = (jnp.int32(0), state0, ss0, jnp.bool_(True), jnp.int32(0))
-        k, state, _, ok, iters = lax.while_loop(lambda c: (c[0] < n_chunks) & c[3], body, init)
+        # a failed chunk (a Newton failure, NaN/inf, or R off SO(3)) ends the run: the next
+        # `simulate` would refuse its initial state, and the run is recorded as failed anyway
+        init = (jnp.int32(0), state0, ss0, jnp.bool_(True), jnp.bool_(True), jnp.int32(0))
+        k, state, _, ok, converged, iters = lax.while_loop(
+            lambda c: (c[0] < n_chunks) & c[3], body, init
+        )
         stats = {
-            "newton_all_converged": ok,
+            "all_ok": ok,
+            "newton_all_converged": converged,
             "newton_max_iterations": iters,
             "steps_done": k * chunk,
         }
@@ -720,7 +729,7 @@ def horizon_record(problem, cfg, timing, t_end, refs, idx) -> dict:
     rec["drift"] = problem.drift(R1, Pi1)
     ok = rec["drift"]["all_finite"]
     if cfg.library == "jaxrigid":
-        ok = ok and bool(stats["newton_all_converged"])
+        ok = ok and bool(stats["all_ok"])
     else:
         ok = ok and bool(stats["successful"])
         if cfg.dt is None:
@@ -731,6 +740,9 @@ def horizon_record(problem, cfg, timing, t_end, refs, idx) -> dict:
             "non-finite values"
             if not rec["drift"]["all_finite"]
             else f"Newton did not converge for some member (run ended after "
+            f"{stats.get('steps_done')} steps)"
+            if cfg.library == "jaxrigid" and not stats["newton_all_converged"]
+            else f"an attitude left SO(3) by more than √eps (round-off; run ended after "
             f"{stats.get('steps_done')} steps)"
             if cfg.library == "jaxrigid"
             else "diffrax result not successful (max_steps or step-size failure)"

@@ -138,6 +138,9 @@ def test_compensation_removes_the_random_walk_of_the_rounded_sums(name, route):
         assert orth_c <= 0.5 * orth_p, (orth_c, orth_p)
 
 
+# the deprecated `Compensated`-state route (one more release): its batch, continuation and
+# gradient are the setting's (test_simulate's continued runs, the test below), in the slow suite
+@pytest.mark.slow
 def test_compensated_runs_batch_continue_and_differentiate():
     model, s0 = problem("krysl-torque-free")
     case = jr.cases.get_case("krysl-torque-free")

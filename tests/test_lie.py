@@ -574,6 +574,60 @@ def test_quaternion_from_rotation_vector_matches_exp(kind, dtype):
     np.testing.assert_allclose(q[:, 1:], half_sinc * w64, rtol=4 * eps, atol=0)
 
 
+def _with_big_angles(w):
+    """`w` with its last three rows turned into turns of 7, 13 and 40 rad (past π and 2π)."""
+    w = np.array(w)
+    w[-3:] = _unit(np.random.default_rng(5), 3) * np.array([7.0, 13.0, 40.0])[:, None]
+    return w
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_quaternion_increments_match_so3_expm1(kind, dtype):
+    """`so3.reduce_rotation_vector`, `quat.expm1`, `quat.compose_increments` and
+    `quat.increment_to_matrix` (LP-split's free flow) against `so3.exp`/`expm1`."""
+    eps = _eps(dtype)
+    w = _with_big_angles(SAMPLES[kind]).astype(dtype)
+    theta = np.linalg.norm(w.astype(np.float64), axis=-1)
+    wr = _v(so3.reduce_rotation_vector)(jnp.asarray(w))
+    assert wr.dtype == dtype
+    # the same rotation, turning by at most π: the reduction θ − 2πn rounds at eps·θ
+    assert np.all(np.linalg.norm(_np64(wr), axis=-1) <= np.pi * (1 + 4 * eps))
+    R, R_reduced = _np64(_v(so3.exp)(jnp.asarray(w))), _np64(_v(so3.exp)(wr))
+    np.testing.assert_array_less(np.abs(R - R_reduced).max((-2, -1)), 10 * eps * (1 + theta))
+    # Q − 1 from the quaternion increment is so3.expm1's, to a few eps *relative* to its size
+    # (entries O(θ) for small θ: no 1 + … rounded); past π within eps·θ (the reduction)
+    D = _np64(_v(quat.increment_to_matrix)(_v(quat.expm1)(wr)))
+    E = _np64(_v(so3.expm1)(jnp.asarray(w)))
+    size = np.abs(E).max((-2, -1))
+    np.testing.assert_array_less(np.abs(D - E).max((-2, -1)), 10 * eps * (size + theta) + 1e-300)
+    # orthogonal to one rounding of its entries, as so3.expm1: (1 + D)ᵀ(1 + D) − 1 =
+    # D + Dᵀ + DᵀD = O(eps θ) (evaluated in float64 without forming 1 + D, whose rounding
+    # would hide it at small θ)
+    DT = np.swapaxes(D, -1, -2)
+    defect = np.abs(D + DT + DT @ D).max((-2, -1))
+    np.testing.assert_array_less(defect, 10 * eps * np.minimum(theta, np.pi) + 1e-300)
+    # (1 + d)(1 + e) − 1 composes the rotations: R(d ∘ e) = R(d) R(e), O(1) entries
+    d = _v(quat.expm1)(wr)
+    e = jnp.roll(d, 1, axis=0)
+    DE = _np64(_v(quat.increment_to_matrix)(_v(quat.compose_increments)(d, e)))
+    I3 = np.eye(3)
+    np.testing.assert_array_less(
+        np.abs(I3 + DE - (I3 + D) @ np.roll(I3 + D, 1, axis=0)).max(), 20 * eps
+    )
+
+
+def test_reduce_rotation_vector_derivative():
+    """Identity below π (derivative 1 at 0, no NaN from |w|); past π, `exp(reduce(w))` is
+    `exp(w)`, so their forward derivatives agree (here at 4 rad)."""
+    J0 = jax.jacfwd(so3.reduce_rotation_vector)(jnp.zeros(3))
+    np.testing.assert_array_equal(_np64(J0), np.eye(3))
+    w = jnp.asarray(4.0 * _AXIS)
+    Jr = jax.jacfwd(lambda w: so3.exp(so3.reduce_rotation_vector(w)))(w)
+    Jw = jax.jacfwd(so3.exp)(w)
+    np.testing.assert_allclose(_np64(Jr), _np64(Jw), atol=1e-14)
+
+
 # ---------------------------------------------------------------------------------------------
 # (..., 3) batches and vmap
 # ---------------------------------------------------------------------------------------------

@@ -66,6 +66,10 @@ class AbstractIntegrator(eqx.Module):
     # can carry its rounding error (`jaxrigid.compensated`): with its setting
     # `compensated=True`, in its solver state; deprecated: a `Compensated` state
     compensated_summation: ClassVar[bool] = False
+    # a subclass of `composition.AbstractComposition` that runs a composition of this method
+    # alone with work shared between its stages (LP-split: the kicks at the stage boundaries
+    # merged); `compose` uses it, the same method to round-off. None: the generic stages
+    fused_composition: ClassVar[type | None] = None
 
     @property
     def model_requirement(self) -> str:

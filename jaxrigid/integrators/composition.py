@@ -162,11 +162,18 @@ def composition_class(
     order: int,
     name: str = "composition",
     reference: str = "",
+    base: type[AbstractComposition] | None = None,
 ) -> type[AbstractComposition]:
     """The class of the composition of `member_classes` with step `fractions` and the stated
     `order` (named `name`, citing `reference`), made once and kept (so that equal compositions
-    share their compiled programs)."""
-    key = (member_classes, fractions, order, name, reference)
+    share their compiled programs). `base`: by default the members' `fused_composition` where
+    they are all one method that has one (e.g. LP-split's, its kicks merged), else
+    `AbstractComposition` (the stages one by one)."""
+    if base is None:
+        fused = member_classes[0].fused_composition
+        single = len(set(member_classes)) == 1
+        base = fused if single and fused is not None else AbstractComposition
+    key = (member_classes, fractions, order, name, reference, base)
     cls = _CLASSES.get(key)
     if cls is None:
         symmetric = (
@@ -193,7 +200,7 @@ def composition_class(
             "compensated_summation": all(c.compensated_summation for c in member_classes),
         }
         name = "Composition_" + "_".join(c.__name__ for c in member_classes)
-        cls = _CLASSES[key] = type(name, (AbstractComposition,), namespace)
+        cls = _CLASSES[key] = type(name, (base,), namespace)
     return cls
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .._linalg import matmul
 from . import so3
 
 
@@ -103,6 +104,22 @@ def expm1(theta):
         [-y * so3._poly(y, so3._VERSIN_SERIES), half_sinc * t0, half_sinc * t1, half_sinc * t2],
         axis=-1,
     )
+
+
+def compose_increments(d, e):
+    """`(1 + d)(1 + e) − 1` for quaternion increments `d`, `e` (`expm1` values): products of
+    turns close to the identity accumulated without rounding `1 + …`. `(..., 4)`."""
+    return d + e + multiply(d, e)
+
+
+def increment_to_matrix(d):
+    """`R(1 + d) − 1` for a unit quaternion `1 + d` (`d = (s − 1, v)`): `2s v̂ + 2v̂²`, formed
+    without rounding `1 + …` (accurate relative to its size for small turns), and orthogonal
+    plus one rounding of its entries, `O(eps θ)` for a turn by θ, as `so3.expm1`.
+    `(..., 4) -> (..., 3, 3)`."""
+    V = so3.hat(d[..., 1:])
+    s_minus_1 = d[..., :1, None]
+    return 2.0 * (V + s_minus_1 * V) + 2.0 * matmul(V, V)
 
 
 def compose_exp(q0, theta):

@@ -96,9 +96,7 @@ def _rodrigues_coefficients(x, max_angle=None):
     """
     if max_angle is not None:
         return _series_coefficients(x, _series_lengths(max_angle))
-    big = x > math.pi**2
-    theta = jnp.sqrt(jnp.where(big, x, 4.0 * math.pi**2))
-    reduced = theta - (2.0 * math.pi) * jnp.round(theta / (2.0 * math.pi))
+    big, theta, reduced = _reduce_angle(x)
     a, b, c = _series_coefficients(jnp.where(big, reduced * reduced, x), _FULL_LENGTHS)
     ratio = reduced / theta
     return (
@@ -106,6 +104,21 @@ def _rodrigues_coefficients(x, max_angle=None):
         jnp.where(big, b * (ratio * ratio), b),
         jnp.where(big, (theta - reduced * a) / theta**3, c),
     )
+
+
+def _reduce_angle(x):
+    """`(big, θ, θ')` for θ² = x: where θ > π (`big`), θ' = θ − 2πn, n = round(θ/2π), so
+    |θ'| ≤ π. The square root only sees x > π² (double-where): derivatives stay finite at 0."""
+    big = x > math.pi**2
+    theta = jnp.sqrt(jnp.where(big, x, 4.0 * math.pi**2))
+    return big, theta, theta - (2.0 * math.pi) * jnp.round(theta / (2.0 * math.pi))
+
+
+def reduce_rotation_vector(w):
+    """The rotation vector of the same rotation `exp(w)` turning by at most π: `w θ'/θ` where
+    θ = |w| > π (`_reduce_angle`), else `w`. `(..., 3)`."""
+    big, theta, reduced = _reduce_angle(_sq_norm(w))
+    return jnp.where(big[..., None], w * (reduced / theta)[..., None], w)
 
 
 def _series_coefficients(x, lengths):
