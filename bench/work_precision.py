@@ -433,7 +433,7 @@ def jaxrigid_program(problem, integrator, chunk):
         ss0 = jax.vmap(lambda s: integrator.init(model, s, jnp.zeros((), dtype), h))(state0)
 
         def body(carry):
-            k, state, ss, ok, iters = carry
+            k, state, ss, ok, _, iters = carry
             sol = jaxrigid.simulate(
                 integrator,
                 model,

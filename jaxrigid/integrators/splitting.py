@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -105,37 +107,76 @@ def _kick_fractions(fractions):
     """The kicks of a composition of steps with fractions γᵢ once the two kicks at each stage
     boundary are merged: ½γ₁ before the first flow, ½(γᵢ + γᵢ₊₁) after flow i, ½γ_m last."""
     gammas = np.asarray(fractions, dtype=np.float64)
-    return 0.5 * gammas[0], 0.5 * (gammas + np.append(gammas[1:], 0.0))
+    # a Python float: a numpy float64 would promote a float32 state to float64
+    return 0.5 * float(gammas[0]), 0.5 * (gammas + np.append(gammas[1:], 0.0))
+
+
+def _composed_steps(fractions, model, state, t, dt, unrolled):
+    """The stages of a composition of LP-split steps with the boundary kicks merged:
+    `V(½γ₁h) F(γ₁h) V(½(γ₁+γ₂)h) F(γ₂h) … F(γ_m h) V(½γ_m h)`, `F` the free flow. `unrolled`:
+    the stages as straight-line code, else a `lax.scan` over them (one stage compiled)."""
+    R, Pi = state
+    moments = jnp.diagonal(model.inertia, axis1=-2, axis2=-1)
+    dtype = jnp.result_type(dt)
+    first, after = _kick_fractions(fractions)
+    kicks = model.potential is not None
+    if kicks:
+        Pi = Pi + first * dt * model.body_torque(t, R, Pi)
+
+    def stage(carry, x):
+        R, Pi, t = carry
+        gamma, kick = x
+        Q1, Pi = free_flow(moments, Pi, gamma * dt)
+        R = R + matmul(R, Q1)
+        t = t + gamma * dt
+        if kicks:
+            Pi = Pi + kick * dt * model.body_torque(t, R, Pi)
+        return (R, Pi, t), None
+
+    xs = (jnp.asarray(fractions, dtype), jnp.asarray(after, dtype))
+    (R, Pi, _), _ = lax.scan(stage, (R, Pi, t), xs, unroll=len(fractions) if unrolled else 1)
+    return RigidBodyState(R, Pi)
+
+
+def _none(x):
+    return x is None
+
+
+@eqx.filter_custom_jvp
+def _composed_steps_fast(model, state, t, dt, *, fractions):
+    """`_composed_steps` with the stages unrolled, whose derivatives are the scanned form's.
+
+    Measured on the CPU (Coulomb wall, 4096 members, `bench/work_precision.py`): the unrolled
+    stages run 2.7× faster than the scan (Kahan–Li 8; XLA fuses across the stages), but their
+    reverse-mode derivative took over 12 minutes to compile against 10 s for the scan's. The
+    two forms are one function to round-off, so the derivative rule differentiates the scan."""
+    return _composed_steps(fractions, model, state, t, dt, unrolled=True)
+
+
+@_composed_steps_fast.def_jvp
+def _composed_steps_fast_jvp(primals, tangents, *, fractions):
+    # only the differentiated leaves (tangent not None) are inputs of the `jvp`; the rest
+    # (callables, integers, undifferentiated arrays) are closed over
+    live = jax.tree.map(lambda d, p: None if d is None else p, tangents, primals, is_leaf=_none)
+    rest = jax.tree.map(lambda d, p: p if d is None else None, tangents, primals, is_leaf=_none)
+
+    def scanned(live):
+        args = eqx.combine(live, rest, is_leaf=_none)
+        return _composed_steps(fractions, *args, unrolled=False)
+
+    return jax.jvp(scanned, (live,), (tangents,))
 
 
 class LiePoissonComposition(AbstractComposition):
     """A composition of `LP-split` steps (`compose(LiePoissonSplitting(), scheme)`) with each
     stage's last kick and the next stage's first merged into one (the kicks meet at one
     `(t, R)`, and the torque of a potential does not depend on `Π`): `m + 1` torques a step
-    instead of `2m`, the same method to round-off (GNI §V.3.1, "first same as last")."""
+    instead of `2m`, the same method to round-off (GNI §V.3.1, "first same as last"). The
+    stages run unrolled, their derivatives through a scan (`_composed_steps_fast`)."""
 
     def step(self, model, state, solver_state, t, dt):
-        R, Pi = state
-        moments = jnp.diagonal(model.inertia, axis1=-2, axis2=-1)
-        dtype = jnp.result_type(dt)
-        first, after = _kick_fractions(self.fractions)
-        kicks = model.potential is not None
-        if kicks:
-            Pi = Pi + first * dt * model.body_torque(t, R, Pi)
-
-        def stage(carry, x):
-            R, Pi, t = carry
-            gamma, kick = x
-            Q1, Pi = free_flow(moments, Pi, gamma * dt)
-            R = R + matmul(R, Q1)
-            t = t + gamma * dt
-            if kicks:
-                Pi = Pi + kick * dt * model.body_torque(t, R, Pi)
-            return (R, Pi, t), None
-
-        xs = (jnp.asarray(self.fractions, dtype), jnp.asarray(after, dtype))
-        (R, Pi, _), _ = lax.scan(stage, (R, Pi, t), xs)
-        return RigidBodyState(R, Pi), solver_state, _info(model, Pi.dtype)
+        state1 = _composed_steps_fast(model, state, t, dt, fractions=self.fractions)
+        return state1, solver_state, _info(model, state1.Pi.dtype)
 
 
 class LiePoissonSplitting(AbstractIntegrator):
