@@ -736,18 +736,20 @@ def horizon_record(problem, cfg, timing, t_end, refs, idx) -> dict:
             rec["steps"] = stats["num_accepted_steps_mean"]
     rec["converged"] = ok
     if not ok:
-        rec["failure"] = (
-            "non-finite values"
-            if not rec["drift"]["all_finite"]
-            else f"Newton did not converge for some member (run ended after "
-            f"{stats.get('steps_done')} steps)"
-            if cfg.library == "jaxrigid" and not stats["newton_all_converged"]
-            else f"an attitude left SO(3) by more than √eps (round-off; run ended after "
-            f"{stats.get('steps_done')} steps)"
-            if cfg.library == "jaxrigid"
-            else "diffrax result not successful (max_steps or step-size failure)"
-        )
+        rec["failure"] = failure_reason(cfg, stats, rec["drift"]["all_finite"])
     return rec
+
+
+def failure_reason(cfg, stats, all_finite) -> str:
+    """Why a run is recorded as failed, in words."""
+    if not all_finite:
+        return "non-finite values"
+    if cfg.library != "jaxrigid":
+        return "diffrax result not successful (max_steps or step-size failure)"
+    ended = f"run ended after {stats.get('steps_done')} steps"
+    if not stats["newton_all_converged"]:
+        return f"Newton did not converge for some member ({ended})"
+    return f"an attitude left SO(3) by more than √eps (round-off; {ended})"
 
 
 def run_problem(name, dtype):

@@ -78,10 +78,11 @@ def free_flow(moments, Pi, h):
     The turns are composed as quaternion increments `q − 1` (`quaternion.expm1`, angles first
     reduced to ≤ π), and `Q − 1` is formed once from their product: it is off the rotation
     group by one rounding of its entries, as one Rodrigues turn (IMIDM's). Composing the six
-    turns as 3×3 matrices instead (each product and sum rounding off the group again) made
-    `RᵀR` drift 13× faster than IMIDM's in float32 on steady spins
+    turns as 3×3 matrices instead (each product and sum rounding off the group again; the
+    form at 835f033) made `RᵀR` drift 13× faster than IMIDM's in float32 on steady spins
     (`test_float32_orthogonality_drifts_no_faster_than_imidm`), and was no faster under
-    `vmap` on the CPU; quaternions from `sin`/`cos` instead of the series were 4–10× slower."""
+    `vmap` on the CPU; quaternions from `sin`/`cos` instead of the series ran 4–10× slower
+    there (one-off trials, this form's speed being the matrix form's)."""
     I_b = jnp.sort(moments)[1]
     k = 1.0 / moments - 1.0 / I_b  # exactly zero on the median axis
     q1 = quaternion.expm1(so3.reduce_rotation_vector(h * Pi / I_b))  # Casimir: Π unchanged
@@ -146,9 +147,9 @@ def _none(x):
 def _composed_steps_fast(model, state, t, dt, *, fractions):
     """`_composed_steps` with the stages unrolled, whose derivatives are the scanned form's.
 
-    Measured on the CPU (Coulomb wall, 4096 members, `bench/work_precision.py`): the unrolled
-    stages run 2.7× faster than the scan (Kahan–Li 8; XLA fuses across the stages), but their
-    reverse-mode derivative took over 12 minutes to compile against 10 s for the scan's. The
+    On the CPU the unrolled stages run 2.8–3.4× faster than the scan (XLA fuses across the
+    stages; `bench/lp_composition_stages.py`), but the reverse pass of the unrolled Kahan–Li 8
+    had not compiled after 12 minutes (a one-off trial) against ≈ 10 s for the scan's. The
     two forms are one function to round-off, so the derivative rule differentiates the scan."""
     return _composed_steps(fractions, model, state, t, dt, unrolled=True)
 
