@@ -45,15 +45,19 @@ per trajectory = seconds / members. A long run whose cost, estimated from its t 
 exceeds `--max-long-seconds` is skipped and recorded as such, as is one that failed at t = 100.
 
 Accuracy: ‖R − R_ref‖₂ (matrix 2-norm, as tests/helpers.py `state_error`) and ‖Π − Π_ref‖₂ at
-the final time, max and median over the first `--reference-members` members, against
-`jaxrigid.reference.rigid_body_reference` (scipy DOP853, rtol = atol = 1e-13, float64) of each
-member. The reference's own error is estimated from member 0 integrated again at rtol = atol =
-1e-12: `reference_error_estimate` = ‖R₁₂ − R₁₃‖₂ / 10 (DOP853's error falls ≈ 10–14× per decade
-of tolerance on these problems); an accuracy below 3× that estimate is not resolved by the
-reference and its frontier ratio is null. Invariants at the final time, max over all members
-(float64 numpy): |H − H₀|/|H₀| (H = K + V; K for the free body), the conserved spatial momentum
-(‖π − π₀‖₂ of π = RΠ for the free body; |π₃ − π₃₀| for the top and the Coulomb wall, whose
-potentials are symmetric about the spatial e₃ axis, so only π₃ is conserved), ‖RᵀR − 1‖_F.
+the final time, max and median over the reference members. The free body's reference is
+its exact solution (`jaxrigid.free_body_exact`: Jacobi elliptic functions and one quadrature,
+for every member; `reference_error_estimate` = 3 × its float64 bound 10·eps·(1 + λt), ≈ 2e-11
+at t = 10⁴; member 0's DOP853 is recorded beside it as a check). The top's and the Coulomb
+wall's is `jaxrigid.reference.rigid_body_reference` (scipy DOP853, rtol = atol = 1e-13,
+float64) of the first `--reference-members` members, whose own error is estimated from member 0
+integrated again at rtol = atol = 1e-12: `reference_error_estimate` = ‖R₁₂ − R₁₃‖₂ / 10
+(DOP853's error falls ≈ 10–14× per decade of tolerance on these problems). An accuracy below
+3× the estimate is not resolved by the reference and its frontier ratio is null. Invariants at
+the final time, max over all members (float64 numpy): |H − H₀|/|H₀| (H = K + V; K for the
+free body), the conserved spatial momentum (‖π − π₀‖₂ of π = RΠ for the free body; |π₃ − π₃₀|
+for the top and the Coulomb wall, whose potentials are symmetric about the spatial e₃ axis, so
+only π₃ is conserved), ‖RᵀR − 1‖_F.
 
 Frontiers: per problem and library, each method's long-horizon (R error max, time per
 trajectory) points form a curve, sorted by time and interpolated log-log; a method's time to
@@ -156,6 +160,7 @@ from jax import lax  # noqa: E402
 
 import jaxrigid  # noqa: E402
 from jaxrigid.cases import get_case  # noqa: E402
+from jaxrigid.free_body_exact import float64_error_bound, free_body_exact  # noqa: E402
 from jaxrigid.integrators import get_method  # noqa: E402
 from jaxrigid.lie import so3  # noqa: E402
 from jaxrigid.models.rigid_body import RigidBodyState  # noqa: E402
@@ -239,7 +244,7 @@ _FREE = {
     "LP-split:triple-jump": (250, 1000, 4000),
     "LP-split:yoshida6": (100, 200, 400, 800),
     "LP-split:kahan-li8": (50, 100, 200),
-    "LP-split:sofroniou-spaletta10": (50, 100),
+    "LP-split:sofroniou-spaletta10": (50, 100, 150, 200),
     "diffrax_RK4": (500, 1000, 2000, 4000, 8000),
 }
 _COULOMB = {
@@ -286,9 +291,12 @@ STEPS_100 = {"krysl-torque-free": _FREE, "krysl-coulomb-wall": _COULOMB, "krysl-
 # The fast top: Tsit5 and Dopri5 at 1e-10 and 1e-12 cost 0.15–0.35 s a trajectory per 100
 # time units on the CPU, and Dopri8 is faster at those accuracies: left out there.
 TOLS = (1e-4, 1e-6, 1e-8, 1e-10, 1e-12)
+# The free body's exact reference resolves 1e-10 at t = 10⁴, which Dopri8 reaches only
+# below 1e-12 (5e-9 there at 10⁴): its tolerances go on to 1e-14.
 TOLS_BY = {
     ("krysl-fast-top", "diffrax_Tsit5"): TOLS[:3],
     ("krysl-fast-top", "diffrax_Dopri5"): TOLS[:3],
+    ("krysl-torque-free", "diffrax_Dopri8"): TOLS + (1e-13, 1e-14),
 }
 TOLS_FLOAT32 = (1e-4, 1e-5, 1e-6)
 # diffrax's max_steps per unit of simulated time: ≈ 3-5x what the tightest tolerance takes
@@ -355,6 +363,9 @@ class Problem:
         self.ens = RigidBodyState(jnp.asarray(ens.R, dtype), jnp.asarray(ens.Pi, dtype))
         self.members = members
         self.torque_free = self.model64.potential is None and self.model64.torque is None
+        diagonal = np.allclose(self.inertia_np, np.diag(np.diag(self.inertia_np)), rtol=0, atol=0)
+        # The free body with a diagonal inertia has an exact solution (the reference).
+        self.exact_moments = np.diag(self.inertia_np) if self.torque_free and diagonal else None
         self.term = diffrax.ODETerm(self.vector_field)
         self.H0, self.pi0, _ = self.invariants(self.ens64.R, self.ens64.Pi)
 
@@ -658,8 +669,11 @@ def long_programs(problem, configs, runs, t_long, compile_rec, log_prefix):
 
 
 def references(problem, idx, t_long):
-    """DOP853 (rtol = atol = 1e-13) of members `idx` at t = 100 and t_long, and member 0 at
-    1e-12 for the reference's own error."""
+    """The references at t = 100 and t_long: the exact solution for the free body (every
+    member), else DOP853 (rtol = atol = 1e-13) of members `idx` with member 0 at 1e-12 for the
+    reference's own error."""
+    if problem.exact_moments is not None:
+        return exact_references(problem, t_long)
     R100, Pi100, RL, PiL = [], [], [], []
     t0 = time.perf_counter()
     for i in idx:
@@ -690,6 +704,45 @@ def references(problem, idx, t_long):
         "check_seconds": check_seconds,
         "R_difference_1e-12_vs_1e-13": {"t100": d100, "tlong": dL},
         "reference_error_estimate": {"t100": d100 / 10, "tlong": dL / 10},
+    }
+    return refs, rec
+
+
+def exact_references(problem, t_long):
+    """`jaxrigid.free_body_exact` for every member; its error estimate is its float64 bound
+    (3× `float64_error_bound`, the attitude's), and member 0's DOP853 at 1e-13 is recorded as
+    a check (DOP853's own error)."""
+    moments = problem.exact_moments
+    R100, Pi100, RL, PiL, bound = [], [], [], [], {"t100": 0.0, "tlong": 0.0}
+    t0 = time.perf_counter()
+    for R0, Pi0 in zip(problem.ens64.R, problem.ens64.Pi):
+        R, Pi = free_body_exact(moments, R0, Pi0, [T_SHORT, t_long])
+        R100.append(R[0])
+        Pi100.append(Pi[0])
+        RL.append(R[1])
+        PiL.append(Pi[1])
+        for label, t in (("t100", T_SHORT), ("tlong", t_long)):
+            bound[label] = max(bound[label], 3 * float64_error_bound(moments, Pi0, t))
+    seconds = time.perf_counter() - t0
+    s = RigidBodyState(jnp.asarray(problem.ens64.R[0]), jnp.asarray(problem.ens64.Pi[0]))
+    t1 = time.perf_counter()
+    dop = rigid_body_reference(problem.model64, s, [T_SHORT, t_long])
+    check_seconds = time.perf_counter() - t1
+    refs = {"t100": (np.stack(R100), np.stack(Pi100)), "tlong": (np.stack(RL), np.stack(PiL))}
+    rec = {
+        "method": "jaxrigid.free_body_exact: Jacobi elliptic functions and one quadrature "
+        "(exact up to float64 rounding)",
+        "members": f"all {problem.members}",
+        "seconds": seconds,
+        "check": "member 0 by DOP853 at rtol = atol = 1e-13 (check_seconds): its difference "
+        "is DOP853's own error; reference_error_estimate = 3 x float64_error_bound, max over "
+        "members; accuracies below 3x the estimate are not resolved",
+        "check_seconds": check_seconds,
+        "R_difference_DOP853_1e-13_vs_exact": {
+            "t100": float(np.linalg.norm(np.asarray(dop.R[0]) - R100[0], 2)),
+            "tlong": float(np.linalg.norm(np.asarray(dop.R[-1]) - RL[0], 2)),
+        },
+        "reference_error_estimate": bound,
     }
     return refs, rec
 
@@ -757,7 +810,9 @@ def run_problem(name, dtype):
     t_long = T_LONG[name]
     prefix = f"[{name} {dtype}]"
     idx = list(range(min(REF_MEMBERS[name], A.members)))
-    common.log(f"{prefix} references (DOP853) for members {idx} to t = {t_long:g} ...")
+    if problem.exact_moments is not None:
+        idx = list(range(A.members))
+    common.log(f"{prefix} references for members {idx[0]}..{idx[-1]} to t = {t_long:g} ...")
     refs, ref_rec = references(problem, idx, t_long)
     common.log(f"{prefix}   {ref_rec['seconds']:.1f} s (+{ref_rec['check_seconds']:.1f} s check)")
     configs, compile_rec, missing = build_configs(problem, A.methods, t_long, prefix)
@@ -1045,9 +1100,13 @@ def main():
         "the Coulomb wall, 200 for the fast top: at 128 members the long runs of every "
         "(method, dt/tol) to 10^4 would take ~10 min for the free body alone, ~45 min for the "
         "Coulomb wall, hours for the top (Omega3 = 50: ~10^4-10^5 steps per 100 time units); "
-        "DOP853 at 1e-13 is itself off by ~2.5e-10 (free body) and ~4e-8 (Coulomb wall) at "
-        "10^4, so the 1e-9/1e-10 accuracies are not resolved there anyway",
-        "reference_members": {k: REF_MEMBERS[k] for k in A.problems},
+        "DOP853 at 1e-13 is itself off by ~4e-8 (Coulomb wall) at 10^4, so the 1e-8-1e-10 "
+        "accuracies are not resolved there anyway; the free body's exact reference resolves "
+        "all of them",
+        "reference_members": {
+            k: "all (exact solution)" if k == "krysl-torque-free" else REF_MEMBERS[k]
+            for k in A.problems
+        },
         "repeats_t100": A.repeats,
         "repeats_tlong": A.repeats_long,
         "max_long_seconds": A.max_long_seconds,

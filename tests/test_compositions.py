@@ -20,13 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from free_body_exact import free_body_momentum
 from helpers import ALL_METHODS, integrate, method, problem, reference_at, state_error
 
 import jaxrigid as jr
 from jaxrigid import cli
 from jaxrigid.cases import get_case
 from jaxrigid.diagnostics import invariants_along, measured_order
+from jaxrigid.free_body_exact import free_body_momentum
 from jaxrigid.integrators import Composition, compose, get_method
 from jaxrigid.integrators.composition import AbstractComposition
 from jaxrigid.integrators.composition_schemes import (
@@ -131,7 +131,7 @@ def test_every_scheme_has_a_torque_free_plan():
 @pytest.mark.parametrize("name", list(TORQUE_FREE_PLAN))
 def test_order_on_the_torque_free_body(name):
     """‖Π(T) − Π_exact(T)‖ of compose(IMIDM, scheme), Π_exact from Jacobi's elliptic functions
-    (tests/free_body_exact.py, ~1e-14). Measured slopes: triple jump 4.00, Suzuki 4.00,
+    (jaxrigid/free_body_exact.py, ~1e-14). Measured slopes: triple jump 4.00, Suzuki 4.00,
     Yoshida 6 5.94, Kahan–Li 6 5.99, McLachlan 8 7.75, Kahan–Li 8 7.90, Sofroniou–Spaletta 10
     9.80 (errors 2.6e-7 … 4.3e-9 … 6.8e-11 for Yoshida 6; 7.7e-12 the smallest, SS10 at 1.2)."""
     t_end, dts, tol = TORQUE_FREE_PLAN[name]

@@ -9,12 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from free_body_exact import free_body_momentum
 from helpers import integrate
 
 import jaxrigid as jr
 from jaxrigid.cases.dmv import CASES
 from jaxrigid.diagnostics import invariants_along, measured_order
+from jaxrigid.free_body_exact import free_body_momentum
 from jaxrigid.integrators.dmv import DMV_METHODS
 from jaxrigid.models.rigid_body import AxialPowerPotential, RigidBody
 from jaxrigid.reference import rigid_body_reference
@@ -34,7 +34,7 @@ def _problem(name):
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_exact_solution_matches_dop853(name):
-    """The elliptic-function solution (tests/free_body_exact.py) against scipy's DOP853."""
+    """The elliptic-function solution (jaxrigid/free_body_exact.py) against scipy's DOP853."""
     model, state0, moments = _problem(name)
     t = 37.3
     ref = rigid_body_reference(model, state0, [t])

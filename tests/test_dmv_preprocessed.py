@@ -4,7 +4,7 @@ invariance of the modified inertia, vmap = loop, float32, refusal of torqued mod
 
 The main problem is the authors' own example (driver of DMV10): principal moments
 (0.6, 0.8, 1.0), Π(0) = (1.8, 0.4, −0.9), R(0) = 1, here to t = 10. References: the body
-momentum from Jacobi elliptic functions (tests/free_body_exact.py; it agrees with DOP853 to
+momentum from Jacobi elliptic functions (jaxrigid/free_body_exact.py; it agrees with DOP853 to
 1e-14 here), the attitude from DOP853 at rtol = atol = 1e-13 (jaxrigid.reference; its error
 is ~7e-13 at t = 10: the floor the converged order-10 attitude error settles on).
 """
@@ -13,11 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from free_body_exact import free_body_momentum
 from helpers import integrate
 
 import jaxrigid as jr
 from jaxrigid.diagnostics import invariants_along, measured_order
+from jaxrigid.free_body_exact import free_body_momentum
 from jaxrigid.integrators.dmv import DMVBody, DMVSpatial
 from jaxrigid.integrators.dmv_preprocessed import (
     PREPROCESSED_DMV_METHODS,
