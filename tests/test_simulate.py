@@ -9,6 +9,7 @@ from helpers import method, problem
 
 import jaxrigid as jr
 from jaxrigid.cases import get_case
+from jaxrigid.integrators import LiePoissonSplitting, compose
 from jaxrigid.lie import so3
 
 
@@ -231,7 +232,9 @@ def test_simulate_validates_the_initial_state_of_every_model(case_name):
 
 
 @pytest.mark.parametrize("split", [1, 37])
-@pytest.mark.parametrize("which", ["IMIDM-compensated", "gauss6-warm-start"])
+@pytest.mark.parametrize(
+    "which", ["IMIDM-compensated", "LP-split:yoshida6-compensated", "gauss6-warm-start"]
+)
 def test_a_run_continued_from_its_solver_state_equals_the_unsplit_run(which, split):
     """`Solution.solver_state` carries what a method reuses between steps; continuing from it
     (with `final_state`) gives the unsplit run bit for bit, for a compensated method (the
@@ -240,8 +243,13 @@ def test_a_run_continued_from_its_solver_state_equals_the_unsplit_run(which, spl
     error is dropped); Gauss6's Newton may land on the same bits from either start, so there
     the Newton iterations per step are compared: the unsplit run's, and fewer than a restart's
     on its first step (warm 2, predictor 3)."""
-    if which == "IMIDM-compensated":
-        integrator = jr.IMIDM(compensated=True)
+    compensated = which.endswith("-compensated")
+    if compensated:
+        integrator = (
+            jr.IMIDM(compensated=True)
+            if which == "IMIDM-compensated"
+            else compose(LiePoissonSplitting(compensated=True), "yoshida6")
+        )
         model, state0 = _ensemble("krysl-torque-free", 3)
         dt = 0.05
     else:
@@ -271,7 +279,7 @@ def test_a_run_continued_from_its_solver_state_equals_the_unsplit_run(which, spl
     ):
         np.testing.assert_array_equal(a, b)
     restart = jr.simulate(integrator, model, first.final_state, dt, n - split, t0=split * dt)
-    if which != "IMIDM-compensated":
+    if not compensated:
         # Gauss6: each step's Newton iterations are the unsplit run's, and a restart from
         # `init` (predictor start) takes more on its first step, so the warm start was used
         iterations = whole.outcome_per_save.max_iterations[..., split:]

@@ -50,6 +50,7 @@ from jax import lax
 from .. import results
 from .._checks import Check
 from .._linalg import matmul
+from ..compensated import two_sum, zero_error
 from ..lie import quaternion, so3
 from ..models.rigid_body import RigidBody, RigidBodyState
 from ..results import RESULTS
@@ -71,9 +72,9 @@ def off_diagonal_inertia(inertia):
     return jnp.max(jnp.abs(off), axis=(-2, -1))
 
 
-def free_flow(moments, Pi, h):
+def free_flow(moments, Pi, h, error=None):
     """The free body's split flow over `h` from `Π` (principal `moments (3,)`): returns
-    `(Q − 1, Π₁)` with `R₁ = R Q`, `Π₁ = QᵀΠ` (Π₁ formed turn by turn).
+    `(Q − 1, Π₁, error₁)` with `R₁ = R Q`, `Π₁ = QᵀΠ` (Π₁ formed turn by turn).
 
     The turns are composed as quaternion increments `q − 1` (`quaternion.expm1`, angles first
     reduced to ≤ π), and `Q − 1` is formed once from their product: it is off the rotation
@@ -82,19 +83,46 @@ def free_flow(moments, Pi, h):
     form at 835f033) made `RᵀR` drift 13× faster than IMIDM's in float32 on steady spins
     (`test_float32_orthogonality_drifts_no_faster_than_imidm`), and was no faster under
     `vmap` on the CPU; quaternions from `sin`/`cos` instead of the series ran 4–10× slower
-    there (one-off trials, this form's speed being the matrix form's)."""
+    there (one-off trials, this form's speed being the matrix form's).
+
+    `error`: None, or the rounding error of `Π` (compensated summation, `jaxrigid.compensated`):
+    the exact momentum `Π + error` then sets the angles, each turn's increment of it joins `Π`
+    by TwoSum, and `error₁` is what that rounding left."""
     I_b = jnp.sort(moments)[1]
     k = 1.0 / moments - 1.0 / I_b  # exactly zero on the median axis
-    q1 = quaternion.expm1(so3.reduce_rotation_vector(h * Pi / I_b))  # Casimir: Π unchanged
+
+    def of_exact(linear):  # linear(Π + e), e apart: the sum would round to Π itself
+        return linear(Pi) if error is None else linear(Pi) + linear(error)
+
+    q1 = quaternion.expm1(so3.reduce_rotation_vector(of_exact(lambda v: h * v / I_b)))  # Casimir
     for axis, fraction in _AXIS_SEQUENCE:
-        angle = fraction * h * k[axis] * Pi[axis]
+        angle = of_exact(lambda v: fraction * h * k[axis] * v[..., axis])
         angle = angle - (2.0 * np.pi) * jnp.round(angle / (2.0 * np.pi))  # |angle| ≤ π
-        w = angle * _UNIT[axis].astype(Pi.dtype)
+        w = angle[..., None] * _UNIT[axis].astype(Pi.dtype)
         q1 = quaternion.compose_increments(q1, quaternion.expm1(w))
         # (no `max_angle=π` promise here though it holds: measured 8× slower under `vmap` on
         # the CPU, XLA fusing the shorter series into every consumer)
-        Pi = Pi + so3.rotate_expm1(-w, Pi)
-    return quaternion.increment_to_matrix(q1), Pi
+        if error is None:
+            Pi = Pi + so3.rotate_expm1(-w, Pi)
+        else:  # exp(−w)(Π + e) = Π + [(exp(−w) − 1)Π + e + (exp(−w) − 1)e]
+            increment = so3.rotate_expm1(-w, Pi) + (error + so3.rotate_expm1(-w, error))
+            Pi, error = two_sum(Pi, increment)
+    return quaternion.increment_to_matrix(q1), Pi, error
+
+
+def _turn(R, Q1, error):
+    """`R Q` from `Q − 1`: `R + R(Q − 1)`, by TwoSum with the rounding `error` of `R` when
+    compensating (`(R + e)Q = R + [R(Q − 1) + e + e(Q − 1)]`). Returns `(R Q, error)`."""
+    if error is None:
+        return R + matmul(R, Q1), None
+    return two_sum(R, matmul(R, Q1) + (error + matmul(error, Q1)))
+
+
+def _kick(Pi, impulse, error):
+    """`Π + impulse`, by TwoSum with the rounding `error` of `Π` when compensating."""
+    if error is None:
+        return Pi + impulse, None
+    return two_sum(Pi, impulse + error)
 
 
 def _info(model, dtype):
@@ -112,31 +140,35 @@ def _kick_fractions(fractions):
     return 0.5 * float(gammas[0]), 0.5 * (gammas + np.append(gammas[1:], 0.0))
 
 
-def _composed_steps(fractions, model, state, t, dt, unrolled):
+def _composed_steps(fractions, model, state, t, dt, unrolled, error=None):
     """The stages of a composition of LP-split steps with the boundary kicks merged:
-    `V(½γ₁h) F(γ₁h) V(½(γ₁+γ₂)h) F(γ₂h) … F(γ_m h) V(½γ_m h)`, `F` the free flow. `unrolled`:
-    the stages as straight-line code, else a `lax.scan` over them (one stage compiled)."""
+    `V(½γ₁h) F(γ₁h) V(½(γ₁+γ₂)h) F(γ₂h) … F(γ_m h) V(½γ_m h)`, `F` the free flow (one step:
+    `fractions = (1,)`). `unrolled`: the stages as straight-line code, else a `lax.scan` over
+    them (one stage compiled). `error`: None, or the state's rounding error (a
+    `RigidBodyState`) to compensate with. Returns `(state, error)`."""
     R, Pi = state
+    eR, ePi = (None, None) if error is None else error
     moments = jnp.diagonal(model.inertia, axis1=-2, axis2=-1)
     dtype = jnp.result_type(dt)
     first, after = _kick_fractions(fractions)
     kicks = model.potential is not None
     if kicks:
-        Pi = Pi + first * dt * model.body_torque(t, R, Pi)
+        Pi, ePi = _kick(Pi, first * dt * model.body_torque(t, R, Pi), ePi)
 
     def stage(carry, x):
-        R, Pi, t = carry
+        R, Pi, t, eR, ePi = carry
         gamma, kick = x
-        Q1, Pi = free_flow(moments, Pi, gamma * dt)
-        R = R + matmul(R, Q1)
+        Q1, Pi, ePi = free_flow(moments, Pi, gamma * dt, ePi)
+        R, eR = _turn(R, Q1, eR)
         t = t + gamma * dt
         if kicks:
-            Pi = Pi + kick * dt * model.body_torque(t, R, Pi)
-        return (R, Pi, t), None
+            Pi, ePi = _kick(Pi, kick * dt * model.body_torque(t, R, Pi), ePi)
+        return (R, Pi, t, eR, ePi), None
 
     xs = (jnp.asarray(fractions, dtype), jnp.asarray(after, dtype))
-    (R, Pi, _), _ = lax.scan(stage, (R, Pi, t), xs, unroll=len(fractions) if unrolled else 1)
-    return RigidBodyState(R, Pi)
+    carry, _ = lax.scan(stage, (R, Pi, t, eR, ePi), xs, unroll=len(fractions) if unrolled else 1)
+    R, Pi, _, eR, ePi = carry
+    return RigidBodyState(R, Pi), None if error is None else RigidBodyState(eR, ePi)
 
 
 def _none(x):
@@ -144,14 +176,14 @@ def _none(x):
 
 
 @eqx.filter_custom_jvp
-def _composed_steps_fast(model, state, t, dt, *, fractions):
+def _composed_steps_fast(model, state, error, t, dt, *, fractions):
     """`_composed_steps` with the stages unrolled, whose derivatives are the scanned form's.
 
     On the CPU the unrolled stages run 2.8–3.4× faster than the scan (XLA fuses across the
     stages; `bench/lp_composition_stages.py`), but the reverse pass of the unrolled Kahan–Li 8
     had not compiled after 12 minutes (a one-off trial) against ≈ 10 s for the scan's. The
     two forms are one function to round-off, so the derivative rule differentiates the scan."""
-    return _composed_steps(fractions, model, state, t, dt, unrolled=True)
+    return _composed_steps(fractions, model, state, t, dt, True, error)
 
 
 @_composed_steps_fast.def_jvp
@@ -163,7 +195,8 @@ def _composed_steps_fast_jvp(primals, tangents, *, fractions):
 
     def scanned(live):
         args = eqx.combine(live, rest, is_leaf=_none)
-        return _composed_steps(fractions, *args, unrolled=False)
+        model, state, error, t, dt = args
+        return _composed_steps(fractions, model, state, t, dt, False, error)
 
     return jax.jvp(scanned, (live,), (tangents,))
 
@@ -176,14 +209,18 @@ class LiePoissonComposition(AbstractComposition):
     stages run unrolled, their derivatives through a scan (`_composed_steps_fast`)."""
 
     def step(self, model, state, solver_state, t, dt):
-        state1 = _composed_steps_fast(model, state, t, dt, fractions=self.fractions)
-        return state1, solver_state, _info(model, state1.Pi.dtype)
+        error = solver_state if self.compensated else None
+        state1, error = _composed_steps_fast(model, state, error, t, dt, fractions=self.fractions)
+        return state1, error, _info(model, state1.Pi.dtype)
 
 
 class LiePoissonSplitting(AbstractIntegrator):
     """Explicit symmetric Lie–Poisson splitting (module docstring): kick, exact axis and
     Casimir rotations, kick. Second order, symplectic; keeps `|Π|`, `π = RΠ` (free body) and
-    `RᵀR = 1` to round-off. A `RigidBody` in principal axes whose torque is a potential's."""
+    `RᵀR = 1` to round-off. A `RigidBody` in principal axes whose torque is a potential's.
+    `compensated=True`: compensated summation of every turn and kick, the rounding error in
+    the solver state (`jaxrigid.compensated`; its compositions carry one error through their
+    stages)."""
 
     name: ClassVar[str] = "LP-split"
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
@@ -196,6 +233,8 @@ class LiePoissonSplitting(AbstractIntegrator):
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
     reference: ClassVar[str] = _REF
     fused_composition: ClassVar[type] = LiePoissonComposition
+    compensated_summation: ClassVar[bool] = True
+    compensated: bool = eqx.field(default=False, static=True)
 
     def integrates(self, model) -> bool:
         return isinstance(model, RigidBody) and model.torque is None
@@ -211,13 +250,10 @@ class LiePoissonSplitting(AbstractIntegrator):
             )
         ]
 
+    def init(self, model, state0, t0, dt):
+        return zero_error(state0) if self.compensated else None
+
     def step(self, model, state, solver_state, t, dt):
-        R, Pi = state
-        moments = jnp.diagonal(model.inertia, axis1=-2, axis2=-1)
-        if model.potential is not None:
-            Pi = Pi + 0.5 * dt * model.body_torque(t, R, Pi)
-        Q1, Pi = free_flow(moments, Pi, dt)
-        R1 = R + matmul(R, Q1)
-        if model.potential is not None:
-            Pi = Pi + 0.5 * dt * model.body_torque(t + dt, R1, Pi)
-        return RigidBodyState(R1, Pi), solver_state, _info(model, Pi.dtype)
+        error = solver_state if self.compensated else None
+        state1, error = _composed_steps((1.0,), model, state, t, dt, True, error)
+        return state1, error, _info(model, state1.Pi.dtype)
