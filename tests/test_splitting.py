@@ -342,3 +342,33 @@ def test_compensated_composition_differentiates_as_the_plain_one():
     ]
     for a, b in zip(*grads):
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * float(jnp.max(jnp.abs(a))))
+
+
+def test_float32_compensation_removes_the_random_walk_of_the_rounded_sums():
+    """Float32, 16 torque-free members (Π₀ spread 0.1), 10⁴ LP-split steps of Δt = 0.1: the
+    spatial momentum π = RΠ and RᵀR are kept by every turn, so they move only by the roundings
+    of the sums, a random walk; compensated, only the roundings of the increments remain.
+    Measured (seeds 0–2) RMS over members of the max drift: π 0.13–0.17× and ‖RᵀR − 1‖
+    0.15–0.17× the plain run's, in float32 all the way (the state and its error). Bounds 0.3×
+    (the statistics of 16 walks); dropping the error, or its rotation, gives ≈ 1×."""
+    model, s0 = problem("krysl-torque-free")
+    case = jr.cases.get_case("krysl-torque-free")
+    ens = case.perturb(s0, np.random.default_rng(0), 0.1, 16)
+    ens = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), ens)
+    model32 = jr.RigidBody(jnp.asarray(model.inertia, jnp.float32))
+
+    def drifts(compensated):
+        method = LiePoissonSplitting(compensated=compensated)
+        sol = jr.simulate(method, model32, ens, jnp.float32(0.1), 10_000, save_every=100)
+        carried = jax.tree.leaves(sol.solver_state)  # the rounding error, when compensating
+        assert sol.states.R.dtype == jnp.float32 and len(carried) == (2 if compensated else 0)
+        assert all(e.dtype == jnp.float32 for e in carried)
+        R, Pi = np.asarray(sol.states.R, np.float64), np.asarray(sol.states.Pi, np.float64)
+        orth = np.linalg.norm(np.swapaxes(R, -1, -2) @ R - np.eye(3), axis=(-2, -1)).max(-1)
+        pi = np.einsum("...ij,...j->...i", R, Pi)
+        dpi = np.linalg.norm(pi - pi[:, :1], axis=-1).max(-1)
+        return np.sqrt(np.mean(orth**2)), np.sqrt(np.mean(dpi**2))
+
+    (orth_p, pi_p), (orth_c, pi_c) = drifts(False), drifts(True)
+    assert pi_c <= 0.3 * pi_p, (pi_c, pi_p)
+    assert orth_c <= 0.3 * orth_p, (orth_c, orth_p)
