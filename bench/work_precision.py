@@ -13,7 +13,9 @@ wall and 200 for the fast top, see `config.t_long_note` in the JSON) by
   them), IMIDM composed by triple-jump, suzuki5, yoshida6, kahan-li6, mclachlan8, kahan-li8,
   sofroniou-spaletta10 (`get_method("IMIDM:<scheme>")`), DMV-body:kahan-li8 (torque-free
   only), and the explicit Lie–Poisson splitting LP-split alone and composed by triple-jump,
-  yoshida6, kahan-li8 and sofroniou-spaletta10. Every run is
+  yoshida6, kahan-li8 and sofroniou-spaletta10, the last two also with compensated summation
+  (`LP-split:kahan-li8+compensated`: `compose(LiePoissonSplitting(compensated=True), …)`).
+  Every run is
   `jaxrigid.simulate(method, model, state0_batch, dt, C, save_every=C)` inside one `jax.jit`
   program per (problem, method): Δt is a traced argument and the run is a `lax.while_loop`
   over a traced number of such chunks of C steps (each chunk continues the last with `t0`
@@ -45,12 +47,21 @@ per trajectory = seconds / members. A long run whose cost, estimated from its t 
 exceeds `--max-long-seconds` is skipped and recorded as such, as is one that failed at t = 100.
 
 Accuracy: ‖R − R_ref‖₂ (matrix 2-norm, as tests/helpers.py `state_error`) and ‖Π − Π_ref‖₂ at
-the final time, max and median over the reference members. The free body's reference is
-its exact solution (`jaxrigid.free_body_exact`: Jacobi elliptic functions and one quadrature,
-for every member; `reference_error_estimate` = 3 × its float64 bound 10·eps·(1 + λt), ≈ 2e-11
-at t = 10⁴; member 0's DOP853 is recorded beside it as a check). The top's and the Coulomb
-wall's is `jaxrigid.reference.rigid_body_reference` (scipy DOP853, rtol = atol = 1e-13,
-float64) of the first `--reference-members` members, whose own error is estimated from member 0
+the final time, max and median over the reference members. The free body's and the fast
+top's references are their exact solutions, for every member (`ExactSolution`; member 0's
+DOP853 is recorded beside them as a check, the top's at t = 100 only): the free body's
+`jaxrigid.free_body_exact` (Jacobi elliptic functions and one quadrature;
+`reference_error_estimate` = 3 × its float64 bound 10·eps·(1 + λt), ≈ 2e-11 at t = 10⁴), the
+top's `jaxrigid.lagrange_top_exact` (the tilt by Jacobi elliptic functions, precession and spin
+by quadratures; `reference_error_estimate` = its largest difference from a 40-digit
+closed-form evaluation, `lagrange_top_exact_mp`, over the first 32 members). The Coulomb
+wall's is `jaxrigid.extended_reference.axial_potential_reference` of the first
+`--reference-members` members: Gragg–Bulirsch–Stoer extrapolation in `np.longdouble` (macro
+step 1/8, 8 columns) on the embedded equations with the torque derived by hand;
+`reference_error_estimate` = √3 × the largest entry of its difference from the run with one
+extrapolation column fewer (≈ 1e-12 at t = 10⁴), and member 0's DOP853 is recorded as a check.
+A model with neither (none of the three by default) gets `jaxrigid.reference.rigid_body_reference`
+(scipy DOP853, rtol = atol = 1e-13, float64), whose own error is estimated from member 0
 integrated again at rtol = atol = 1e-12: `reference_error_estimate` = ‖R₁₂ − R₁₃‖₂ / 10
 (DOP853's error falls ≈ 10–14× per decade of tolerance on these problems). An accuracy below
 3× the estimate is not resolved by the reference and its frontier ratio is null. Invariants at
@@ -86,6 +97,8 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 import _common as common
 
@@ -102,6 +115,10 @@ SCHEMES = (
 )
 # the explicit splitting composed by one scheme of each order
 LP_SCHEMES = ("triple-jump", "yoshida6", "kahan-li8", "sofroniou-spaletta10")
+# `<method>+compensated`: the method with compensated summation (`compensated=True`), for the
+# accuracies where the plain sums' round-off is the floor (the free body's 1e-10 at t = 10⁴)
+COMPENSATED = "+compensated"
+LP_COMPENSATED_SCHEMES = ("kahan-li8", "sofroniou-spaletta10")
 JAXRIGID = (
     "IMIDM",
     "IMID",
@@ -113,6 +130,7 @@ JAXRIGID = (
     "DMV-body:kahan-li8",
     "LP-split",
     *(f"LP-split:{s}" for s in LP_SCHEMES),
+    *(f"LP-split:{s}{COMPENSATED}" for s in LP_COMPENSATED_SCHEMES),
 )
 FREE_ONLY = {"DMV-body", "DMV-body:kahan-li8"}
 DIFFRAX_ADAPTIVE = ("diffrax_Tsit5", "diffrax_Dopri5", "diffrax_Dopri8")
@@ -147,6 +165,12 @@ p.add_argument("--repeats", type=int, default=None, help="timed rounds, t = 100 
 p.add_argument("--repeats-long", type=int, default=None, help="timed rounds, long (CPU 1, else 3)")
 p.add_argument("--max-long-seconds", type=float, default=None, help="skip longer calls (CPU 30)")
 p.add_argument("--dt-scale", type=float, default=1.0, help="multiply every default Δt grid")
+p.add_argument(
+    "--tolerances",
+    default=None,
+    help="comma list: diffrax's adaptive tolerances instead of the defaults (e.g. to measure "
+    "the tight ones alone on the fast top, whose 10^4 runs cost minutes a call)",
+)
 p.add_argument("--seed", type=int, default=0)
 A = p.parse_args()
 common.enable_x64_for("float64")  # x64 stays on; float32 runs cast the model and the state
@@ -159,11 +183,17 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
 import jaxrigid  # noqa: E402
+from jaxrigid import extended_reference as xref  # noqa: E402
+from jaxrigid import free_body_exact as fbe  # noqa: E402
+from jaxrigid import lagrange_top_exact as lte  # noqa: E402
 from jaxrigid.cases import get_case  # noqa: E402
-from jaxrigid.free_body_exact import float64_error_bound, free_body_exact  # noqa: E402
-from jaxrigid.integrators import get_method  # noqa: E402
+from jaxrigid.integrators import compose, get_method  # noqa: E402
 from jaxrigid.lie import so3  # noqa: E402
-from jaxrigid.models.rigid_body import RigidBodyState  # noqa: E402
+from jaxrigid.models.rigid_body import (  # noqa: E402
+    AxialPowerPotential,
+    HeavyTopPotential,
+    RigidBodyState,
+)
 from jaxrigid.reference import rigid_body_reference  # noqa: E402
 
 CPU = jax.devices()[0].platform == "cpu"
@@ -205,10 +235,12 @@ for name, t in T_LONG.items():
         p.error(f"--t-long for {name} must be a multiple of 100, got {t:g}")
 
 T_SHORT = 100.0
+LABELS = ("t100", "tlong")
 
-# Reference members (DOP853 per member; on the CPU ≈ 1.4 s per member and 10³ time units for
-# the free body, 2 s for the Coulomb wall at 10³, 60 s for the fast top).
-REF_MEMBERS = {"krysl-torque-free": 16, "krysl-fast-top": 4, "krysl-coulomb-wall": 16}
+# Reference members where the reference is not an exact solution (which covers every member:
+# the free body and the top): the Coulomb wall's GBS in longdouble, vectorised over members,
+# ≈ 190 s for 16 members to 10⁴ on the CPU (with its error estimate).
+REF_MEMBERS = {"krysl-torque-free": 16, "krysl-fast-top": 16, "krysl-coulomb-wall": 16}
 if not CPU:
     REF_MEMBERS = dict.fromkeys(PROBLEM_NAMES, 16)
 if A.quick:
@@ -245,6 +277,10 @@ _FREE = {
     "LP-split:yoshida6": (100, 200, 400, 800),
     "LP-split:kahan-li8": (50, 100, 200),
     "LP-split:sofroniou-spaletta10": (50, 100, 150, 200),
+    # compensated: the steps at which the plain compositions meet their round-off floor
+    # (3.7e-10 to 7e-10 at t = 10⁴) and one below
+    "LP-split:kahan-li8+compensated": (100, 200, 400),
+    "LP-split:sofroniou-spaletta10+compensated": (50, 100, 200),
     "diffrax_RK4": (500, 1000, 2000, 4000, 8000),
 }
 _COULOMB = {
@@ -263,8 +299,14 @@ _COULOMB = {
     "LP-split": (1000, 4000, 16000),
     "LP-split:triple-jump": (1000, 4000),
     "LP-split:yoshida6": (400, 800, 1600),
+    # plain, the finest steps here meet the round-off floor at t = 10⁴ (1.2e-9 to 2e-9);
+    # compensated, 7.6e-11 and 6.7e-12 (kahan-li8 at 1600, 3200), 1.5e-11 (sofroniou-spaletta10
+    # at 800); 1200 and 600 put a point between the floor and those, where Dopri8 at tol 1e-14
+    # to 1e-15 reaches 1e-9 (without them jaxrigid's 1e-9 came from 1600's point: 0.88x)
     "LP-split:kahan-li8": (400, 800, 1600),
     "LP-split:sofroniou-spaletta10": (200, 400, 800),
+    "LP-split:kahan-li8+compensated": (1200, 1600, 3200),
+    "LP-split:sofroniou-spaletta10+compensated": (600, 800),
     "diffrax_RK4": (500, 1000, 2000, 4000, 8000),
 }
 _TOP = {
@@ -283,8 +325,12 @@ _TOP = {
     "LP-split": (4000, 16000),
     "LP-split:triple-jump": (4000, 8000),
     "LP-split:yoshida6": (1600, 3200),
-    "LP-split:kahan-li8": (400, 800, 1600),
-    "LP-split:sofroniou-spaletta10": (200, 400, 800),
+    # the splitting's error on the fast top is asymptotic only once the Casimir turn per step,
+    # Δt|Π|/I₁ = 10Δt, is well below 1 rad (kahan-li8: ×13 from Δt = 1/16 to 1/32), and
+    # compensation gains nothing above Δt = 1/32 there (one-off trial at t = 10⁴)
+    "LP-split:kahan-li8": (400, 800, 1600, 3200, 6400),
+    "LP-split:sofroniou-spaletta10": (200, 400, 800, 1600),
+    "LP-split:kahan-li8+compensated": (3200, 6400),
     "diffrax_RK4": (32000, 64000),
 }
 STEPS_100 = {"krysl-torque-free": _FREE, "krysl-coulomb-wall": _COULOMB, "krysl-fast-top": _TOP}
@@ -292,11 +338,15 @@ STEPS_100 = {"krysl-torque-free": _FREE, "krysl-coulomb-wall": _COULOMB, "krysl-
 # time units on the CPU, and Dopri8 is faster at those accuracies: left out there.
 TOLS = (1e-4, 1e-6, 1e-8, 1e-10, 1e-12)
 # The free body's exact reference resolves 1e-10 at t = 10⁴, which Dopri8 reaches only
-# below 1e-12 (5e-9 there at 10⁴): its tolerances go on to 1e-14.
+# below 1e-12 (5e-9 there at 10⁴): its tolerances go on to 1e-15 (the Coulomb wall's too).
 TOLS_BY = {
     ("krysl-fast-top", "diffrax_Tsit5"): TOLS[:3],
     ("krysl-fast-top", "diffrax_Dopri5"): TOLS[:3],
-    ("krysl-torque-free", "diffrax_Dopri8"): TOLS + (1e-13, 1e-14),
+    ("krysl-torque-free", "diffrax_Dopri8"): TOLS + (1e-13, 1e-14, 1e-15),
+    # the Coulomb wall's reference resolves 1e-12 at 10⁴ too; Tsit5 at 1e-4 leaves the smooth
+    # region (u → 0) there and runs to max_steps (6 s a trajectory, failed)
+    ("krysl-coulomb-wall", "diffrax_Dopri8"): TOLS + (1e-13, 1e-14, 1e-15),
+    ("krysl-coulomb-wall", "diffrax_Tsit5"): TOLS[1:],
 }
 TOLS_FLOAT32 = (1e-4, 1e-5, 1e-6)
 # diffrax's max_steps per unit of simulated time: ≈ 3-5x what the tightest tolerance takes
@@ -311,14 +361,27 @@ MAX_STEPS_PER_TIME = {"krysl-torque-free": 200, "krysl-coulomb-wall": 300, "krys
 CHUNK_SECONDS_MIN = 0.03
 
 
+def make_method(name):
+    """`get_method(name)`, or for `<method>[:<scheme>]+compensated` the method built with
+    `compensated=True` (then composed by the scheme)."""
+    if not name.endswith(COMPENSATED):
+        return get_method(name)
+    base, sep, scheme = name.removesuffix(COMPENSATED).partition(":")
+    member = type(get_method(base))(compensated=True)
+    return compose(member, scheme) if sep else member
+
+
 def steps_grid(problem_name, method):
-    grid = STEPS_100[problem_name][method]
+    grids = STEPS_100[problem_name]
+    grid = grids.get(method) or grids[method.removesuffix(COMPENSATED)]
     if A.quick:
         grid = grid[len(grid) // 2 : len(grid) // 2 + 1]
     return tuple(max(1, round(n / A.dt_scale)) for n in grid)
 
 
 def tolerances(problem_name, method, float32):
+    if A.tolerances:
+        return tuple(float(x) for x in A.tolerances.split(","))
     if A.quick:
         return (1e-8,) if not float32 else (1e-5,)
     if float32:
@@ -363,9 +426,7 @@ class Problem:
         self.ens = RigidBodyState(jnp.asarray(ens.R, dtype), jnp.asarray(ens.Pi, dtype))
         self.members = members
         self.torque_free = self.model64.potential is None and self.model64.torque is None
-        diagonal = np.allclose(self.inertia_np, np.diag(np.diag(self.inertia_np)), rtol=0, atol=0)
-        # The free body with a diagonal inertia has an exact solution (the reference).
-        self.exact_moments = np.diag(self.inertia_np) if self.torque_free and diagonal else None
+        self.exact = exact_solution(self.model64)
         self.term = diffrax.ODETerm(self.vector_field)
         self.H0, self.pi0, _ = self.invariants(self.ens64.R, self.ens64.Pi)
 
@@ -587,7 +648,7 @@ def build_configs(problem, methods, t_long, log_prefix):
             if method in FREE_ONLY and not problem.torque_free:
                 continue
             try:
-                integrator = get_method(method)
+                integrator = make_method(method)
             except ValueError as err:
                 missing.append({"method": method, "why": str(err).split(";")[0]})
                 continue
@@ -669,11 +730,20 @@ def long_programs(problem, configs, runs, t_long, compile_rec, log_prefix):
 
 
 def references(problem, idx, t_long):
-    """The references at t = 100 and t_long: the exact solution for the free body (every
-    member), else DOP853 (rtol = atol = 1e-13) of members `idx` with member 0 at 1e-12 for the
+    """The references at t = 100 and t_long: the exact solution where there is one (every
+    member), the extended-precision GBS one for a body in an axial potential (members `idx`),
+    else DOP853 (rtol = atol = 1e-13) of members `idx` with member 0 at 1e-12 for the
     reference's own error."""
-    if problem.exact_moments is not None:
+    if problem.exact is not None:
         return exact_references(problem, t_long)
+    if isinstance(problem.model64.potential, AxialPowerPotential):
+        return extended_references(problem, idx, t_long)
+    return dop853_references(problem, idx, t_long)
+
+
+def dop853_references(problem, idx, t_long):
+    """DOP853 (rtol = atol = 1e-13) of members `idx`, member 0 again at 1e-12 for the
+    reference's own error."""
     R100, Pi100, RL, PiL = [], [], [], []
     t0 = time.perf_counter()
     for i in idx:
@@ -708,41 +778,154 @@ def references(problem, idx, t_long):
     return refs, rec
 
 
-def exact_references(problem, t_long):
-    """`jaxrigid.free_body_exact` for every member; its error estimate is its float64 bound
-    (3× `float64_error_bound`, the attitude's), and member 0's DOP853 at 1e-13 is recorded as
-    a check (DOP853's own error)."""
-    moments = problem.exact_moments
-    R100, Pi100, RL, PiL, bound = [], [], [], [], {"t100": 0.0, "tlong": 0.0}
+# GBS in longdouble on the Coulomb wall (jaxrigid/extended_reference.py, measured there):
+# H = 1/8 and 8 columns put its error estimate at 5e-16, 1.2e-14, 4.5e-13 at t = 10², 10³, 10⁴
+GBS_MACRO_STEP, GBS_COLUMNS = 0.125, 8
+
+
+def extended_references(problem, idx, t_long):
+    """`jaxrigid.extended_reference.axial_potential_reference` (Gragg–Bulirsch–Stoer in
+    longdouble, the torque derived by hand) of members `idx`; its error estimate is its own
+    (the run with one extrapolation column fewer), and member 0's DOP853 at 1e-13 is recorded
+    as a check."""
+    pot = problem.model64.potential
+    dfdu = xref.coulomb_wall_dfdu(*(float(x) for x in (pot.coulomb, pot.wall, pot.offset)))
+    moments = np.diag(problem.inertia_np)
     t0 = time.perf_counter()
-    for R0, Pi0 in zip(problem.ens64.R, problem.ens64.Pi):
-        R, Pi = free_body_exact(moments, R0, Pi0, [T_SHORT, t_long])
-        R100.append(R[0])
-        Pi100.append(Pi[0])
-        RL.append(R[1])
-        PiL.append(Pi[1])
-        for label, t in (("t100", T_SHORT), ("tlong", t_long)):
-            bound[label] = max(bound[label], 3 * float64_error_bound(moments, Pi0, t))
+    ref = xref.axial_potential_reference(
+        moments,
+        dfdu,
+        problem.ens64.R[idx],
+        problem.ens64.Pi[idx],
+        [T_SHORT, t_long],
+        macro_step=GBS_MACRO_STEP,
+        columns=GBS_COLUMNS,
+    )
     seconds = time.perf_counter() - t0
+    R, Pi = np.asarray(ref.R, np.float64), np.asarray(ref.Pi, np.float64)
     s = RigidBodyState(jnp.asarray(problem.ens64.R[0]), jnp.asarray(problem.ens64.Pi[0]))
     t1 = time.perf_counter()
     dop = rigid_body_reference(problem.model64, s, [T_SHORT, t_long])
     check_seconds = time.perf_counter() - t1
-    refs = {"t100": (np.stack(R100), np.stack(Pi100)), "tlong": (np.stack(RL), np.stack(PiL))}
+    # error_R is the largest entry of |R − R'|: ≤ the 2-norm bound √3× it
+    estimate = {lab: float(np.sqrt(3) * np.max(ref.error_R[k])) for k, lab in enumerate(LABELS)}
     rec = {
-        "method": "jaxrigid.free_body_exact: Jacobi elliptic functions and one quadrature "
-        "(exact up to float64 rounding)",
+        "method": "jaxrigid.extended_reference.axial_potential_reference: Gragg-Bulirsch-Stoer "
+        f"extrapolation in np.longdouble (eps {float(np.finfo(np.longdouble).eps):.2e}), macro "
+        f"step {GBS_MACRO_STEP}, {GBS_COLUMNS} columns, torque derived by hand",
+        "members": list(map(int, idx)),
+        "seconds": seconds,
+        "check": "member 0 by DOP853 at rtol = atol = 1e-13 (check_seconds): its difference "
+        "is DOP853's own error; reference_error_estimate = sqrt(3) x the largest entry of "
+        "|R - R'| against the run with one extrapolation column fewer, max over members; "
+        "accuracies below 3x the estimate are not resolved",
+        "check_seconds": check_seconds,
+        "R_difference_DOP853_1e-13_vs_extended": {
+            lab: float(np.linalg.norm(np.asarray(dop.R[k]) - R[k, 0], 2))
+            for k, lab in enumerate(LABELS)
+        },
+        "reference_error_estimate": estimate,
+    }
+    return {lab: (R[k], Pi[k]) for k, lab in enumerate(LABELS)}, rec
+
+
+class ExactSolution(NamedTuple):
+    """An exact solution as a reference: `solve(R0, Π0, ts) -> (R, Π)` in float64, and how
+    its own error is estimated (`estimate(R0, Π0, t, R) -> float`, on ‖R − R_exact‖)."""
+
+    name: str
+    solve: Callable
+    estimate: Callable
+    estimate_doc: str
+    checked_members: int  # members whose estimate is computed (the slow ones: a few)
+
+
+def exact_solution(model) -> ExactSolution | None:
+    """The free body with a diagonal inertia (`jaxrigid.free_body_exact`) and the Lagrange top
+    (`jaxrigid.lagrange_top_exact`: diag(I₁, I₁, I₃), gravity along body e₃, up = e₃) have
+    exact solutions; other models None (DOP853 references)."""
+    inertia = np.asarray(model.inertia, np.float64)
+    moments = np.diag(inertia)
+    if not np.array_equal(inertia, np.diag(moments)):
+        return None
+    if model.potential is None and model.torque is None:
+        return ExactSolution(
+            "jaxrigid.free_body_exact: Jacobi elliptic functions and one quadrature (exact up "
+            "to float64 rounding)",
+            lambda R0, Pi0, ts: fbe.free_body_exact(moments, R0, Pi0, ts),
+            lambda R0, Pi0, t, R: 3 * fbe.float64_error_bound(moments, Pi0, t),
+            "3 x float64_error_bound (its bound on the precession angle; the attitude's error "
+            "is at most 3x it), max over members",
+            10**9,
+        )
+    pot = model.potential
+    if model.torque is None and isinstance(pot, HeavyTopPotential) and moments[0] == moments[1]:
+        com, up = np.asarray(pot.weighted_com, np.float64), np.asarray(pot.up, np.float64)
+        if com[0] == com[1] == 0 and np.array_equal(up, [0.0, 0.0, 1.0]) and com[2] != 0:
+            c = float(com[2])
+
+            def estimate(R0, Pi0, t, R):  # the float64 evaluation against 40 digits
+                return float(
+                    np.linalg.norm(R - lte.lagrange_top_exact_mp(moments, c, R0, Pi0, t)[0])
+                )
+
+            return ExactSolution(
+                "jaxrigid.lagrange_top_exact: Jacobi elliptic functions and quadratures of "
+                "the precession and spin rates (exact up to float64 rounding)",
+                lambda R0, Pi0, ts: lte.lagrange_top_exact(moments, c, R0, Pi0, ts),
+                estimate,
+                "max over the first checked_members members of ||R - R_40 digits||_F, the "
+                "float64 evaluation against lagrange_top_exact_mp (closed form by elliptic "
+                "integrals of the third kind, mpmath, 40 digits)",
+                32,
+            )
+    return None
+
+
+def exact_references(problem, t_long):
+    """The exact solution for every member; its error estimate as `ExactSolution` states, and
+    member 0's DOP853 at 1e-13 (to t = 100 only where the exact one is the reason DOP853 is
+    not run to t_long: the fast top) recorded as a check (DOP853's own error)."""
+    exact = problem.exact
+    R100, Pi100, RL, PiL = [], [], [], []
+    estimate = {"t100": 0.0, "tlong": 0.0}
+    t0 = time.perf_counter()
+    for R0, Pi0 in zip(problem.ens64.R, problem.ens64.Pi):
+        R, Pi = exact.solve(R0, Pi0, [T_SHORT, t_long])
+        R100.append(R[0])
+        Pi100.append(Pi[0])
+        RL.append(R[1])
+        PiL.append(Pi[1])
+    seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    checked = min(exact.checked_members, problem.members)
+    for i in range(checked):
+        R0, Pi0 = problem.ens64.R[i], problem.ens64.Pi[i]
+        for label, t, R in (("t100", T_SHORT, R100[i]), ("tlong", t_long, RL[i])):
+            estimate[label] = max(estimate[label], exact.estimate(R0, Pi0, t, R))
+    estimate_seconds = time.perf_counter() - t1
+    s = RigidBodyState(jnp.asarray(problem.ens64.R[0]), jnp.asarray(problem.ens64.Pi[0]))
+    t1 = time.perf_counter()
+    # the fast top's DOP853 to 10⁴ would take ≈ 2 h on the CPU: checked at t = 100 only
+    t_check = [T_SHORT] if problem.name == "krysl-fast-top" else [T_SHORT, t_long]
+    dop = rigid_body_reference(problem.model64, s, t_check)
+    check_seconds = time.perf_counter() - t1
+    refs = {"t100": (np.stack(R100), np.stack(Pi100)), "tlong": (np.stack(RL), np.stack(PiL))}
+    dop_diff = {"t100": float(np.linalg.norm(np.asarray(dop.R[0]) - R100[0], 2))}
+    if len(t_check) > 1:
+        dop_diff["tlong"] = float(np.linalg.norm(np.asarray(dop.R[-1]) - RL[0], 2))
+    rec = {
+        "method": exact.name,
         "members": f"all {problem.members}",
         "seconds": seconds,
         "check": "member 0 by DOP853 at rtol = atol = 1e-13 (check_seconds): its difference "
-        "is DOP853's own error; reference_error_estimate = 3 x float64_error_bound, max over "
-        "members; accuracies below 3x the estimate are not resolved",
+        f"is DOP853's own error; reference_error_estimate = {exact.estimate_doc}; accuracies "
+        "below 3x the estimate are not resolved",
+        "checked_members": checked,
+        "estimate_seconds": estimate_seconds,
         "check_seconds": check_seconds,
-        "R_difference_DOP853_1e-13_vs_exact": {
-            "t100": float(np.linalg.norm(np.asarray(dop.R[0]) - R100[0], 2)),
-            "tlong": float(np.linalg.norm(np.asarray(dop.R[-1]) - RL[0], 2)),
-        },
-        "reference_error_estimate": bound,
+        "R_difference_DOP853_1e-13_vs_exact": dop_diff,
+        "reference_error_estimate": estimate,
     }
     return refs, rec
 
@@ -810,7 +993,7 @@ def run_problem(name, dtype):
     t_long = T_LONG[name]
     prefix = f"[{name} {dtype}]"
     idx = list(range(min(REF_MEMBERS[name], A.members)))
-    if problem.exact_moments is not None:
+    if problem.exact is not None:
         idx = list(range(A.members))
     common.log(f"{prefix} references for members {idx[0]}..{idx[-1]} to t = {t_long:g} ...")
     refs, ref_rec = references(problem, idx, t_long)
@@ -1059,10 +1242,11 @@ def print_frontiers(name, dtype, fr):
     tab = fr["tlong"]["table"]
     print(f"{name} ({dtype}), t = {fr['tlong']['t']:g}: diffrax time / jaxrigid time")
     for row in tab:
-        r = row["ratio"]
+        r, j, d = row["ratio"], row["jaxrigid_best"], row["diffrax_best"]
+        reached = {(True, False): "jaxrigid only", (False, True): "diffrax only"}
         print(
             f"  eps {row['accuracy']:.0e}: "
-            + (f"{r:7.2f}" if r is not None else "   null")
+            + (f"{r:7.2f}" if r is not None else reached.get((bool(j), bool(d)), "   null"))
             + f"  jaxrigid {row['jaxrigid_best']}  diffrax {row['diffrax_best']}"
             + ("" if row["resolved_by_reference"] else "  (below reference accuracy)")
         )
@@ -1100,11 +1284,11 @@ def main():
         "the Coulomb wall, 200 for the fast top: at 128 members the long runs of every "
         "(method, dt/tol) to 10^4 would take ~10 min for the free body alone, ~45 min for the "
         "Coulomb wall, hours for the top (Omega3 = 50: ~10^4-10^5 steps per 100 time units); "
-        "DOP853 at 1e-13 is itself off by ~4e-8 (Coulomb wall) at 10^4, so the 1e-8-1e-10 "
-        "accuracies are not resolved there anyway; the free body's exact reference resolves "
-        "all of them",
+        "the references (exact solutions, GBS in longdouble) resolve 1e-10 at 10^4 on all three",
         "reference_members": {
-            k: "all (exact solution)" if k == "krysl-torque-free" else REF_MEMBERS[k]
+            k: "all (exact solution)"
+            if get_case(k).name != "krysl-coulomb-wall"
+            else REF_MEMBERS[k]
             for k in A.problems
         },
         "repeats_t100": A.repeats,
