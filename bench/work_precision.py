@@ -326,8 +326,9 @@ _TOP = {
     "LP-split:triple-jump": (4000, 8000),
     "LP-split:yoshida6": (1600, 3200),
     # the splitting's error on the fast top is asymptotic only once the Casimir turn per step,
-    # Δt|Π|/I₁ = 10Δt, is well below 1 rad (kahan-li8: ×13 from Δt = 1/16 to 1/32), and
-    # compensation gains nothing above Δt = 1/32 there (one-off trial at t = 10⁴)
+    # Δt|Π|/I₁ = 10Δt, is well below 1 rad (kahan-li8 at t = 10⁴: ÷240 from Δt = 1/4 to 1/8,
+    # ÷7 from 1/32 to 1/64), and compensation gains ≤ 1.4× there down to Δt = 1/64
+    # (results/work_precision_t1e4_krysl-fast-top_cpu.json)
     "LP-split:kahan-li8": (400, 800, 1600, 3200, 6400),
     "LP-split:sofroniou-spaletta10": (200, 400, 800, 1600),
     "LP-split:kahan-li8+compensated": (3200, 6400),
@@ -736,7 +737,9 @@ def references(problem, idx, t_long):
     reference's own error."""
     if problem.exact is not None:
         return exact_references(problem, t_long)
-    if isinstance(problem.model64.potential, AxialPowerPotential):
+    model = problem.model64
+    axial = isinstance(model.potential, AxialPowerPotential) and model.torque is None
+    if axial and principal_moments(model) is not None:
         return extended_references(problem, idx, t_long)
     return dop853_references(problem, idx, t_long)
 
@@ -838,15 +841,23 @@ class ExactSolution(NamedTuple):
     estimate: Callable
     estimate_doc: str
     checked_members: int  # members whose estimate is computed (the slow ones: a few)
+    dop853_to_t_long: bool = True  # the DOP853 check to t_long too (False: too slow there)
+
+
+def principal_moments(model):
+    """The principal moments of a model whose inertia is diagonal, else None (the exact and
+    the GBS references are written in principal axes)."""
+    inertia = np.asarray(model.inertia, np.float64)
+    moments = np.diag(inertia)
+    return moments if np.array_equal(inertia, np.diag(moments)) else None
 
 
 def exact_solution(model) -> ExactSolution | None:
     """The free body with a diagonal inertia (`jaxrigid.free_body_exact`) and the Lagrange top
     (`jaxrigid.lagrange_top_exact`: diag(I₁, I₁, I₃), gravity along body e₃, up = e₃) have
     exact solutions; other models None (DOP853 references)."""
-    inertia = np.asarray(model.inertia, np.float64)
-    moments = np.diag(inertia)
-    if not np.array_equal(inertia, np.diag(moments)):
+    moments = principal_moments(model)
+    if moments is None:
         return None
     if model.potential is None and model.torque is None:
         return ExactSolution(
@@ -878,6 +889,8 @@ def exact_solution(model) -> ExactSolution | None:
                 "float64 evaluation against lagrange_top_exact_mp (closed form by elliptic "
                 "integrals of the third kind, mpmath, 40 digits)",
                 32,
+                # the fast top's DOP853 to 10⁴ takes ≈ 2 h on the CPU: checked at t = 100
+                dop853_to_t_long=False,
             )
     return None
 
@@ -906,8 +919,7 @@ def exact_references(problem, t_long):
     estimate_seconds = time.perf_counter() - t1
     s = RigidBodyState(jnp.asarray(problem.ens64.R[0]), jnp.asarray(problem.ens64.Pi[0]))
     t1 = time.perf_counter()
-    # the fast top's DOP853 to 10⁴ would take ≈ 2 h on the CPU: checked at t = 100 only
-    t_check = [T_SHORT] if problem.name == "krysl-fast-top" else [T_SHORT, t_long]
+    t_check = [T_SHORT, t_long] if exact.dop853_to_t_long else [T_SHORT]
     dop = rigid_body_reference(problem.model64, s, t_check)
     check_seconds = time.perf_counter() - t1
     refs = {"t100": (np.stack(R100), np.stack(Pi100)), "tlong": (np.stack(RL), np.stack(PiL))}
@@ -1285,12 +1297,7 @@ def main():
         "(method, dt/tol) to 10^4 would take ~10 min for the free body alone, ~45 min for the "
         "Coulomb wall, hours for the top (Omega3 = 50: ~10^4-10^5 steps per 100 time units); "
         "the references (exact solutions, GBS in longdouble) resolve 1e-10 at 10^4 on all three",
-        "reference_members": {
-            k: "all (exact solution)"
-            if get_case(k).name != "krysl-coulomb-wall"
-            else REF_MEMBERS[k]
-            for k in A.problems
-        },
+        "reference_members": {k: p["reference"]["members"] for k, p in problems.items()},
         "repeats_t100": A.repeats,
         "repeats_tlong": A.repeats_long,
         "max_long_seconds": A.max_long_seconds,
