@@ -11,15 +11,16 @@ set -u
 out=${1:-bench/results/gpu}
 mkdir -p "$out"/f64 "$out"/f32 "$out"/wp "$out"/f64_16k
 export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
 M=IMIDM,DMV-body,LP-split:kahan-li8,diffrax_RK4
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-timeout 140 python bench/ensemble_throughput.py --sizes 1000000 --steps 200 --methods $M \
+timeout 140 $PY bench/ensemble_throughput.py --sizes 1000000 --steps 200 --methods $M \
     --out "$out"/f64 || echo "step 1 float64: exit $?"
-timeout 110 python bench/ensemble_throughput.py --sizes 1000000 --steps 200 --methods $M \
+timeout 110 $PY bench/ensemble_throughput.py --sizes 1000000 --steps 200 --methods $M \
     --dtype float32 --out "$out"/f32 || echo "step 1 float32: exit $?"
-timeout 170 python bench/work_precision.py --members 10000 --problems free \
+timeout 170 $PY bench/work_precision.py --members 10000 --problems free \
     --methods LP-split:yoshida6,LP-split:kahan-li8,IMIDM,diffrax_Dopri8,diffrax_RK4 \
     --t-long 1000 --repeats 1 --repeats-long 1 --max-long-seconds 4 --out "$out"/wp \
     || echo "step 2: exit $?"
-timeout 70 python bench/ensemble_throughput.py --sizes 16384 --steps 1000 --methods $M \
+timeout 70 $PY bench/ensemble_throughput.py --sizes 16384 --steps 1000 --methods $M \
     --out "$out"/f64_16k || echo "step 3: exit $?"
