@@ -13,8 +13,6 @@ as a `diffrax.ButcherTableau` with `ConstantStepSize`, or Tsit5 with a `PIDContr
 
 from __future__ import annotations
 
-import dataclasses
-
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -53,7 +51,6 @@ SETTINGS = {
     # explicit, no Newton solve: the free body's discrete Moser–Veselov and the best
     # composition of the work–precision frontier (issue 17's 10⁶-member GPU throughput)
     "DMV-body": lambda: get_method("DMV-body"),
-    "DMV-body_no_fast_path": lambda: dataclasses.replace(get_method("DMV-body"), fast_path=False),
     "LP-split:kahan-li8": lambda: get_method("LP-split:kahan-li8"),
 }
 COMPENSATED = {"IMIDM_compensated"}
@@ -65,10 +62,8 @@ SETTINGS_DOC = (
     "IMIDM(newton=Newton(chord=True, max_steps=2, peel=2)) (loop-free, two chord updates); "
     f"IMIDM_fast: that and max_angle={FAST_MAX_ANGLE}; IMIDM_compensated: IMIDM() from "
     "jaxrigid.compensate(state) (compensated summation); DMV-body and LP-split:kahan-li8: "
-    "get_method of those names (the free body's DMV, its fast path on: two loop-free Newton "
-    "updates, the full solve redone where a member needs more; and the explicit Lie-Poisson "
-    "splitting composed by Kahan-Li's order-8 scheme, 17 stages); DMV-body_no_fast_path: "
-    "DMV-body with fast_path=False (its Newton in a while loop)"
+    "get_method of those names (explicit: the free body's DMV, and the Lie-Poisson splitting "
+    "composed by Kahan-Li's order-8 scheme, 17 stages)"
 )
 
 

@@ -93,7 +93,6 @@ Moser–Veselov step, `χ_{k+1} = ω χ_k`. Printed slips:
 
 from __future__ import annotations
 
-import dataclasses
 from typing import ClassVar
 
 import equinox as eqx
@@ -179,30 +178,7 @@ def spatial_gravity_torque(gravity, chi):
     return jnp.cross(gravity.up, chi)
 
 
-# Newton updates of the fast form: the predictor (two sweeps) is good to O(h³), so full
-# Newton meets the tolerance at its second update (float64, Δt ≤ 0.1; its first in float32).
-FAST_NEWTON_UPDATES = 2
-
-
-class _MoserVeselovStep(AbstractImplicitIntegrator):
-    """The DMV steps' Newton settings and their fast path (docs/design-notes.md item 22)."""
-
-    newton: Newton = eqx.field(default_factory=Newton)
-    fast_path: bool = eqx.field(default=True, static=True)
-
-    def fast_variant(self):
-        """`FAST_NEWTON_UPDATES` full Newton updates with no loop (`peel`): one fused step on
-        an accelerator, where the loop's iterations cost 5× the step (H200, 10⁶ members,
-        bench/README.md); a solve not converged by then is reported failed and redone with
-        these settings by `simulate`, never accepted."""
-        if not self.fast_path:
-            return None
-        k = FAST_NEWTON_UPDATES
-        newton = dataclasses.replace(self.newton, max_steps=k, peel=k)
-        return dataclasses.replace(self, newton=newton, fast_path=False)
-
-
-class DMVBody(_MoserVeselovStep):
+class DMVBody(AbstractImplicitIntegrator):
     """DMV in the body representation: solve `W J − J Wᵀ = hΠ̂_k` for `W ∈ SO(3)`, then
     `R_{k+1} = R_k W` (21), `Π_{k+1} = Wᵀ Π_k` (22). Second order, symmetric, variational;
     keeps `|Π|`, `π = RΠ` and `K` to round-off. Free rigid body, and the heavy top ((46),
@@ -222,6 +198,8 @@ class DMVBody(_MoserVeselovStep):
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = _PRESERVES
     reference: ClassVar[str] = _REF + ", eqs. (21)–(22), (46); McLachlan & Zanna (2005)"
+    newton: Newton = eqx.field(default_factory=Newton)
+
     def step(self, model, state, solver_state, t, dt):
         del t
         gravity = heavy_top_gravity(model, self.name)
@@ -237,7 +215,7 @@ class DMVBody(_MoserVeselovStep):
         return RigidBodyState(R1, Pi1), solver_state, info
 
 
-class DMVSpatial(_MoserVeselovStep):
+class DMVSpatial(AbstractImplicitIntegrator):
     """DMV in the spatial representation (Appendix B, (29)–(30)): with `π = R_kΠ_k` (the
     conserved spatial momentum `m`) and the spatial inertia `R_k𝕀R_kᵀ` (the advected `I_k`),
     solve `ω I_k − I_k ωᵀ = hπ̂` for `ω ∈ SO(3)`, then `R_{k+1} = ω R_k`,
@@ -257,6 +235,8 @@ class DMVSpatial(_MoserVeselovStep):
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = _PRESERVES
     reference: ClassVar[str] = _REF + ", eqs. (29)–(30), (51), Appendix B; McLachlan & Zanna (2005)"
+    newton: Newton = eqx.field(default_factory=Newton)
+
     def step(self, model, state, solver_state, t, dt):
         del t
         gravity = heavy_top_gravity(model, self.name)
