@@ -87,6 +87,11 @@ observables): a smooth ODE solver is meaningful there; the JSON records the u ra
     python bench/work_precision.py --quick --out /tmp/wp    # smoke test, < 2 min
     python bench/work_precision.py --members 10000          # accelerator (default there)
     python bench/work_precision.py --t-long krysl-fast-top=1000,krysl-coulomb-wall=10000
+    python bench/work_precision.py --dtypes float32 --methods LP-split:yoshida6+compensated,...
+
+`--dtypes float32` runs float32 alone (`--float32`: float64 and float32); any
+`LP-split[:<scheme>]+compensated` or `IMIDM[:<scheme>]+compensated` may be named in
+`--methods` besides the default list's.
 
 Writes `work_precision_<tag>.json` and `work_precision_<problem>_<tag>.png` to `--out`
 (`<tag>`: `cpu` or `<platform>_<device kind>`, `_float32` with `--float32`, `_quick`).
@@ -160,6 +165,11 @@ p.add_argument(
     "(default 1e4; on the CPU 1e3, the fast top 200)",
 )
 p.add_argument("--float32", action="store_true", help="add float32 runs (x64 stays on)")
+p.add_argument(
+    "--dtypes",
+    default=None,
+    help="comma list of float64, float32 (default float64; float64,float32 with --float32)",
+)
 p.add_argument("--reference-members", type=int, default=None, help="DOP853 members (CPU 4/8)")
 p.add_argument("--repeats", type=int, default=None, help="timed rounds, t = 100 (CPU 2, else 3)")
 p.add_argument("--repeats-long", type=int, default=None, help="timed rounds, long (CPU 1, else 3)")
@@ -211,8 +221,28 @@ A.methods = (
     if A.methods is None
     else [m.strip() for m in A.methods.split(",") if m.strip()]
 )
-if unknown := set(A.methods) - set(ALL_METHODS):
-    p.error(f"unknown methods {sorted(unknown)}; known {list(ALL_METHODS)}")
+
+
+def known_method(name):
+    """A name of `ALL_METHODS`, or `<jaxrigid method>+compensated` for any method of the
+    list whose member has a `compensated` setting (`LP-split:yoshida6+compensated`, ...)."""
+    if name in ALL_METHODS:
+        return True
+    base = name.removesuffix(COMPENSATED)
+    member = base.partition(":")[0]
+    return name != base and base in JAXRIGID and member in ("LP-split", "IMIDM")
+
+
+if unknown := [m for m in A.methods if not known_method(m)]:
+    p.error(
+        f"unknown methods {sorted(unknown)}; known {list(ALL_METHODS)} (and "
+        "LP-split[:<scheme>]+compensated, IMIDM[:<scheme>]+compensated)"
+    )
+A.dtypes = [d.strip() for d in (A.dtypes or "").split(",") if d.strip()] or (
+    ["float64", "float32"] if A.float32 else ["float64"]
+)
+if bad := set(A.dtypes) - {"float64", "float32"}:
+    p.error(f"--dtypes: unknown {sorted(bad)}; float64 and/or float32")
 
 # Default long horizons (time units): 10⁴; on the CPU 10³ for the free body and the Coulomb
 # wall and 200 for the fast top (README "Work–precision": the CPU budget, and DOP853's own
@@ -645,7 +675,7 @@ def build_configs(problem, methods, t_long, log_prefix):
     configs, compile_rec, missing = [], {}, []
     float32 = problem.dtype == jnp.float32
     for method in methods:
-        if method in JAXRIGID:
+        if method not in DIFFRAX:
             if method in FREE_ONLY and not problem.torque_free:
                 continue
             try:
@@ -1268,9 +1298,9 @@ def main():
     from pathlib import Path
 
     t_start, info = time.perf_counter(), common.machine()
-    tag = common.device_tag("float32" if A.float32 else "float64", A.quick)
+    tag = common.device_tag("float32" if "float32" in A.dtypes else "float64", A.quick)
     Path(A.out).mkdir(parents=True, exist_ok=True)
-    dtypes = ["float64"] + (["float32"] if A.float32 else [])
+    dtypes = A.dtypes
     problems, runs, ratios = {}, [], {}
     for name in A.problems:
         for dtype in dtypes:
@@ -1285,6 +1315,7 @@ def main():
             problems[key]["plot"] = png.name
             print_frontiers(name, dtype, fr)
     config = {
+        "dtypes": dtypes,
         "members": A.members,
         "members_default": "128 on the CPU, 10^4 elsewhere, 8 with --quick. On the 2-core CPU "
         "jaxrigid's time per trajectory falls with the ensemble up to ~128 members (at 32 it "
