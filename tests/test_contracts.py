@@ -34,8 +34,9 @@ N_STEPS = 4
 
 # Variants whose contract test compiles for 40–150 s on the 2-core CI machine (a gradient
 # through their implicit or many-stage step, under jit and vmap): in the slow suite. The
-# default suite keeps one of each family and implementation module (IMIDM, IMID, the
-# Euler forms, MKRK midpoint, DMV and DMV4, LP-split, the RK/RATTLE/chain/ball methods).
+# default suite keeps one of each family and implementation module (IMIDM, the Euler
+# forms, MKRK midpoint, DMV and DMV4, LP-split, the RK/RATTLE/chain methods, RKMK4 and DLA
+# for the ball).
 SLOW_CONTRACTS = {
     "TRAP",
     "TRAPM",
@@ -56,6 +57,10 @@ SLOW_CONTRACTS = {
     "DMV10-body",
     "DMV10-spatial",
     "DLA-midpoint",
+    # the same implementations as RKMK4 and IMIDM (quaternion_rkmk, lie_group), which stay
+    "RKMK2",
+    "RKMK8",
+    "IMID",
 }
 
 
@@ -325,8 +330,11 @@ def test_checkpointed_gradient_equals_store_everything(n_steps, save_every):
     model, s0 = top.build(top.resolve())
 
     def loss(p, checkpoint):
+        # IMIDM without its fast path: the subject is the checkpointed scan, and the fast
+        # path's second (fallback) solve would double the two gradients' compile time
+        # (its own gradient: tests/test_fast_path.py)
         sol = jr.simulate(
-            jr.IMIDM(),
+            jr.IMIDM(fast_path=False),
             _scaled(model, p),
             s0,
             0.01,

@@ -47,7 +47,8 @@ def _central_difference(f, x, h=1e-6):
 
 @pytest.mark.parametrize(
     "integrator",
-    [jr.integrators.ForwardEulerMomentum(), jr.IMIDM()],
+    # IMIDM's Newton solve itself (no fast path: its gradient is tests/test_fast_path.py's)
+    [jr.integrators.ForwardEulerMomentum(), jr.IMIDM(fast_path=False)],
     ids=["fEM-explicit", "IMIDM-implicit"],
 )
 def test_gradients_equal_finite_differences(integrator):
@@ -71,8 +72,9 @@ def test_reverse_mode_through_newton_uses_the_implicit_function_theorem():
     iterations the forward pass took (1e-12: both solves converge to round-off)."""
     _, s0 = problem("krysl-slow-top")
     p0 = jnp.array([5.0, 5.0, 1.0, 0.0, 0.0, 0.0])
-    loose = jr.IMIDM(newton=jr.Newton(max_steps=40, rtol=1e-14, atol=1e-14))
-    tight = jr.IMIDM(newton=jr.Newton(max_steps=3))
+    # no fast path: each forward pass runs exactly these Newton settings
+    loose = jr.IMIDM(newton=jr.Newton(max_steps=40, rtol=1e-14, atol=1e-14), fast_path=False)
+    tight = jr.IMIDM(newton=jr.Newton(max_steps=3), fast_path=False)
     g1 = jax.grad(lambda Pi: _objective(loose, Pi, p0))(s0.Pi)
     g2 = jax.grad(lambda Pi: _objective(tight, Pi, p0))(s0.Pi)
     np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-12)
