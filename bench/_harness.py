@@ -48,7 +48,7 @@ SETTINGS = {
     ),
     "IMIDM_compensated": lambda: jaxrigid.IMIDM(),
     "IMID": lambda: jaxrigid.IMID(),
-    # explicit, no Newton solve: the free body's discrete Moser–Veselov and the best
+    # the free body's discrete Moser–Veselov (a Newton solve per step) and the best
     # composition of the work–precision frontier (issue 17's 10⁶-member GPU throughput)
     "DMV-body": lambda: get_method("DMV-body"),
     "LP-split:kahan-li8": lambda: get_method("LP-split:kahan-li8"),
@@ -62,8 +62,8 @@ SETTINGS_DOC = (
     "IMIDM(newton=Newton(chord=True, max_steps=2, peel=2)) (loop-free, two chord updates); "
     f"IMIDM_fast: that and max_angle={FAST_MAX_ANGLE}; IMIDM_compensated: IMIDM() from "
     "jaxrigid.compensate(state) (compensated summation); DMV-body and LP-split:kahan-li8: "
-    "get_method of those names (explicit: the free body's DMV, and the Lie-Poisson splitting "
-    "composed by Kahan-Li's order-8 scheme, 17 stages)"
+    "get_method of those names (the free body's DMV, Newton on the Cayley vector, and the "
+    "explicit Lie-Poisson splitting composed by Kahan-Li's order-8 scheme, 17 stages)"
 )
 
 

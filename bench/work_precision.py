@@ -94,7 +94,7 @@ observables): a smooth ODE solver is meaningful there; the JSON records the u ra
 `--methods` besides the default list's.
 
 Writes `work_precision_<tag>.json` and `work_precision_<problem>_<tag>.png` to `--out`
-(`<tag>`: `cpu` or `<platform>_<device kind>`, `_float32` with `--float32`, `_quick`).
+(`<tag>`: `cpu` or `<platform>_<device kind>`, `_float32` when float32 is run, `_quick`).
 """
 
 from __future__ import annotations
@@ -229,14 +229,16 @@ def known_method(name):
     if name in ALL_METHODS:
         return True
     base = name.removesuffix(COMPENSATED)
-    member = base.partition(":")[0]
-    return name != base and base in JAXRIGID and member in ("LP-split", "IMIDM")
+    if name == base or base not in JAXRIGID:
+        return False
+    return hasattr(get_method(base.partition(":")[0]), "compensated")
 
 
 if unknown := [m for m in A.methods if not known_method(m)]:
     p.error(
         f"unknown methods {sorted(unknown)}; known {list(ALL_METHODS)} (and "
-        "LP-split[:<scheme>]+compensated, IMIDM[:<scheme>]+compensated)"
+        "<method>[:<scheme>]+compensated where the method has a compensated setting: "
+        "LP-split, IMIDM)"
     )
 A.dtypes = [d.strip() for d in (A.dtypes or "").split(",") if d.strip()] or (
     ["float64", "float32"] if A.float32 else ["float64"]
