@@ -121,8 +121,9 @@ def initial_state(R, Pi, compensated=False):
     return jaxrigid.compensate(state) if compensated else state
 
 
-def jaxrigid_runner(problem, integrator, dt, steps, compensated=False):
-    """`jax.jit(simulate(integrator, model, state0_batch, dt, steps, save_every=steps))`."""
+def jaxrigid_runner(problem, integrator, dt, steps, compensated=False, checks=None):
+    """`jax.jit(simulate(integrator, model, state0_batch, dt, steps, save_every=steps))`
+    (`checks`: simulate's, default `"raise"`)."""
 
     def fn(R, Pi):
         sol = jaxrigid.simulate(
@@ -132,6 +133,7 @@ def jaxrigid_runner(problem, integrator, dt, steps, compensated=False):
             dt,
             steps,
             save_every=steps,
+            checks=checks,
         )
         final = value_of(sol.final_state)
         stats = {

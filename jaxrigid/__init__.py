@@ -13,6 +13,7 @@ from . import results as results
 from ._checks import InvalidValueError as InvalidValueError
 from .compensated import Compensated as Compensated
 from .compensated import compensate as compensate
+from .compilation_cache import enable_compilation_cache as enable_compilation_cache
 from .integrators import AKW as AKW
 from .integrators import BBTRAP as BBTRAP
 from .integrators import BBTRAPWD as BBTRAPWD

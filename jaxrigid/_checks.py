@@ -5,9 +5,13 @@ array with the ensemble (or parameter-sweep) shape, one flag per member, and `va
 optional array of the same shape to quote for the first failing member. `simulate` applies
 them in one of two ways, from the same definitions:
 
-- **concrete inputs** (an eager call): each check is reduced on the device to three scalars
-  (any, first failing member, count) and only those come to the host, which raises
-  `ValueError` naming the problem and the member; an ensemble is never copied to the host.
+- **concrete inputs** (an eager call): `raise_compiled` computes whether each check failed
+  in one compiled program per argument structure (cached in memory and by JAX's persistent
+  cache: it carries no callback; each eager operation would be a small program of its own to
+  compile). Only when one failed are the checks reduced on the device to four scalars a
+  check (any, first failing member, count, quoted value), which come to the host, and it
+  raises `ValueError` naming the problem and the member. An ensemble is never copied to the
+  host.
 - **traced inputs** (the caller's `jit`, `grad` or `vmap`): `raise_in_graph` puts the same
   reduction in the compiled program and a host callback that raises, when a check failed,
   `InvalidValueError` (a `ValueError`) with the same message; jax surfaces it as a
@@ -46,6 +50,20 @@ class Check(NamedTuple):
 
 def is_concrete(*xs) -> bool:
     return not any(isinstance(x, _Tracer) for x in jax.tree_util.tree_leaves(xs))
+
+
+def is_differentiated(*xs) -> bool:
+    """Whether a leaf is being differentiated: a JVP or linearize trace lies among the traces
+    its tracer was made under (`jax.grad`, `jax.jvp`, ... around the call, under any `jit` or
+    `vmap`). Not seen: a derivative taken around a caller's inner `jit` (its arguments are
+    then plain jaxpr tracers); that costs build time, never a wrong value."""
+    for x in jax.tree_util.tree_leaves(xs):
+        trace = getattr(x, "_trace", None) if isinstance(x, _Tracer) else None
+        while trace is not None:
+            if type(trace).__name__ in ("JVPTrace", "LinearizeTrace"):
+                return True
+            trace = getattr(trace, "parent_trace", None)
+    return False
 
 
 def _reduce(check: Check):
@@ -112,6 +130,46 @@ def format_failure(check: Check, shape, first, count, value) -> str:
         size = int(np.prod(shape))
         text += f" [ensemble member {member_of(first, shape)}; {int(count)} of {size} members fail]"
     return text
+
+
+def primal_values(tree):
+    """`tree` with every leaf under differentiation replaced by its primal value (checks
+    need no derivative), or `None` when a leaf is traced otherwise (`jit`, `vmap`): then the
+    checks must run in the caller's graph."""
+
+    def primal(x):
+        while isinstance(x, _Tracer) and type(x).__name__ in ("JVPTracer", "LinearizeTracer"):
+            x = getattr(x, "primal", None)
+        return x
+
+    out = jax.tree_util.tree_map(primal, tree)
+    return out if is_concrete(out) else None
+
+
+_PROGRAMS: dict = {}
+
+
+def raise_compiled(make_checks, *args) -> None:
+    """Concrete `args`: raise `InvalidValueError` for the first failed check of
+    `make_checks(*args)` (a module-level function returning `Check`s). One compiled program
+    for the arguments' structure and types computes whether each check failed; only when
+    one did are the checks reduced again op by op (`raise_now`) to name the member: the
+    reduction (first member, count, value) would triple the program's compile time."""
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    key = (make_checks, treedef, tuple(jax.typeof(x) for x in leaves))
+    if key not in _PROGRAMS:
+
+        def program(*args):
+            flags = [jnp.any(jnp.asarray(c.bad)) for c in make_checks(*args)]
+            return jnp.stack(flags) if flags else jnp.zeros((0,), bool)
+
+        _PROGRAMS[key] = jax.jit(program)
+    failed = np.asarray(_PROGRAMS[key](*args))
+    if failed.any():
+        checks = list(make_checks(*args))
+        raise_now(checks)
+        # a value at a check's threshold, rounded one way compiled and the other op by op
+        raise InvalidValueError(checks[int(np.argmax(failed))].message)
 
 
 def raise_now(checks) -> None:

@@ -32,6 +32,7 @@ class RESULTS(enum.IntEnum):
     off_branch = 4  # Newton found a root, but not the one continuous in Δt
     step_bound_broken = 5  # the step broke a promise of the method (e.g. `max_angle`)
     model_unsupported = 6  # the model's values are outside what the method integrates
+    invalid_input = 7  # a value check failed (simulate(checks="outcome")): not integrated
 
     @property
     def advice(self) -> str:
@@ -64,6 +65,10 @@ _ADVICE = {
     RESULTS.model_unsupported: (
         "the method does not integrate this model's values (its model_requirement says "
         "which, e.g. LP-split's principal axes): change the model or the method"
+    ),
+    RESULTS.invalid_input: (
+        "an input failed simulate's value checks (dt, the model's parameters, the initial "
+        "state): the member's results are NaN; run it with checks='raise' for the message"
     ),
 }
 

@@ -22,8 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _checks, results
-from ._checks import Check
+from . import _checks, _input_checks, results
 from .compensated import Compensated, value_of
 from .observers import AbstractObserver
 from .results import (
@@ -204,6 +203,7 @@ def simulate(
     observations0=None,
     solver_state0=None,
     checkpoint: bool = True,
+    checks: str | None = None,
 ) -> Solution:
     """Integrate `n_steps` steps of size `dt` from `state0` at `t0`.
 
@@ -219,9 +219,13 @@ def simulate(
     continue from); `solver_state0` (a previous `Solution.solver_state`, to continue that
     run: with its `final_state` as `state0` the two runs equal one unsplit run bit for bit);
     `checkpoint` (default: a reverse pass through the run stores O(√n_steps) states,
-    recomputing the rest; `False` stores every step: less compute for short horizons). A
-    `compensated.Compensated` `state0` (deprecated: use the method's `compensated=True`) runs
-    with compensated summation.
+    recomputing the rest; `False` stores every step: less compute for short horizons);
+    `checks` (`"raise"`, the default: a failed value check raises, see below; `"outcome"`: a
+    member that fails one is reported in `solution.outcome` as `RESULTS.invalid_input` with
+    its states NaN, and nothing is raised — no host callback, so a caller's `jit` of it
+    stays cacheable by JAX's persistent compilation cache). A `compensated.Compensated`
+    `state0` (deprecated: use the method's `compensated=True`) runs with compensated
+    summation.
 
     `dt`, `t0` and every array of the model and the state may be traced (`jit` arguments,
     differentiated, `vmap`ped).
@@ -230,9 +234,12 @@ def simulate(
     integrate this model, naming those that do; `ValueError` for bad shapes; `TypeError` for a
     model parameter whose dtype is not the state's; `ValueError` for bad values (zero or
     non-finite `dt`, non-SPD inertia, non-orthonormal attitude, NaN in the state) naming the
-    ensemble member — at once for concrete inputs, and from the compiled program (as a
-    `JaxRuntimeError` carrying the same message) for traced ones.
+    ensemble member — at once for concrete inputs (also under an eager `jax.grad`), and from
+    the compiled program (as a `JaxRuntimeError` carrying the same message) for inputs traced
+    by a caller's `jit` or `vmap`: that check is a host callback, and JAX does not put a
+    program with one in its persistent cache (`checks="outcome"` avoids it).
     """
+    checks = _input_checks.mode(checks)
     if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
     if not isinstance(save_every, (int, np.integer)) or save_every < 1 or n_steps % save_every:
@@ -242,11 +249,9 @@ def simulate(
     n_save = n_steps // save_every
     check_integrates(integrator, model)
 
-    ndims = model.state_event_ndims()
-    plain0 = value_of(state0)
     if isinstance(state0, Compensated):
         _check_compensated(integrator, state0)
-        ndims = Compensated(ndims, ndims)
+    ndims = _event_ndims(model, state0)
     leaves, treedef = jax.tree_util.tree_flatten(state0)
     event = jax.tree_util.tree_leaves(ndims)
     leaves = [jnp.asarray(x) for x in leaves]
@@ -261,12 +266,11 @@ def simulate(
     plain0 = value_of(state0)
     model.check_state_shapes(plain0)
     dtype = leaves[0].dtype
-    _check_dtypes(model, dtype)
-    _checks.apply(_value_checks(integrator, model, state0, t0, dt))
+    _input_checks.check_dtypes(model, dtype)
+    if checks == "raise":
+        _input_checks.apply_value_checks(integrator, model, state0, t0, dt)
 
-    t0 = jnp.asarray(t0, dtype)
-    ts = t0 + jnp.arange(n_save + 1, dtype=dtype) * jnp.asarray(dt, dtype) * save_every
-
+    broadcast = None
     n_members = int(np.prod(batch_shape)) if batch_shape else None
     if model_axes is not None:
         sizes = {x.shape[a] for x, a in zip(*_leaves_with_axes(model, model_axes)) if a is not None}
@@ -274,42 +278,24 @@ def simulate(
             raise ValueError(f"model_axes must select one ensemble size, got sizes {sorted(sizes)}")
         m = sizes.pop()
         if n_members is None:
-            state0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (m,) + x.shape), state0)
-            batch_shape, n_members = (m,), m
+            broadcast, batch_shape, n_members = m, (m,), m
         elif n_members != m:
             raise ValueError(f"state ensemble has {n_members} members but the model sweep has {m}")
 
-    run = _compiled_runner((n_save, save_every, checkpoint), model_axes, n_members is not None)
-    flat = jax.tree_util.tree_map(
-        lambda x, e: x.reshape((n_members,) + x.shape[x.ndim - e :]) if n_members else x,
-        state0,
-        ndims,
-    )
-    nb = len(batch_shape)
-    flat_members = (
-        lambda tree: jax.tree_util.tree_map(  # noqa: E731
-            lambda x: jnp.reshape(x, (n_members,) + jnp.shape(x)[nb:]) if n_members else x, tree
+    # Under a derivative the method runs alone: the fast path would build and differentiate
+    # both of its runs. A single trajectory keeps the fast path, so that it equals the same
+    # member of an ensemble bit for bit.
+    fast = not _checks.is_differentiated(model, state0, t0, dt, observations0, solver_state0)
+    layout = (tuple(batch_shape), broadcast, fast)
+    run = _compiled_runner((n_save, save_every, checkpoint), model_axes, layout)
+    solution = run(integrator, observer, save, model, state0, observations0, solver_state0, t0, dt)
+    if checks == "outcome":
+        invalid = _input_checks.invalid_members(
+            _input_checks.value_checks(integrator, model, state0, t0, dt), batch_shape
         )
-    )
-    states, final, per_save, obs, ss = run(
-        integrator,
-        observer,
-        save,
-        model,
-        flat,
-        flat_members(observations0),
-        flat_members(solver_state0),
-        t0,
-        dt,
-    )
-    unflat = lambda x: x.reshape(batch_shape + x.shape[1:]) if n_members else x  # noqa: E731
-    states, final, per_save, obs, ss = jax.tree_util.tree_map(
-        unflat, (states, final, per_save, obs, ss)
-    )
-    outcome = results.summarize(per_save, batch_shape)
-    solution = Solution(ts, states, final, outcome, per_save, obs, ss)
+        solution = _input_checks.mark_invalid(solution, invalid, len(batch_shape))
     if throw:
-        results.raise_on_failure(solution.outcome, t0, dt)
+        results.raise_on_failure(solution.outcome, solution.ts[0], dt)
     return solution
 
 
@@ -325,38 +311,6 @@ def check_integrates(integrator, model) -> None:
         f"{integrator.name} does not integrate a {type(model).__name__} "
         f"({integrator.model_requirement}); methods that do: {', '.join(valid) or 'none'}"
     )
-
-
-def _value_checks(integrator, model, state0, t0, dt) -> list[Check]:
-    """`dt`'s, the model's, the initial state's and the method's own (`value_checks`)."""
-    dt = jnp.asarray(dt)
-    if dt.ndim:
-        raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
-    checks = [Check(~jnp.isfinite(dt) | (dt == 0), "dt must be a finite nonzero scalar", dt)]
-    checks += model.parameter_checks() + model.state_checks(value_of(state0), t0)
-    checks += integrator.value_checks(model)
-    if isinstance(state0, Compensated):
-        checks.append(
-            Check(~_finite(state0.error), "Compensated state's error contains NaN or inf")
-        )
-    return checks
-
-
-def _check_dtypes(model, dtype) -> None:
-    """Mixed precision is refused, not silently promoted: a float64 inertia would make a
-    float32 run's scan carry change type deep inside `lax.scan`."""
-    for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
-        leaf_dtype = getattr(leaf, "dtype", None)
-        if leaf_dtype is None or not jnp.issubdtype(leaf_dtype, jnp.floating):
-            continue
-        if getattr(leaf, "weak_type", False) or leaf_dtype == dtype:
-            continue
-        name = jax.tree_util.keystr(path)
-        raise TypeError(
-            f"model parameter {type(model).__name__}{name} is {leaf_dtype} but the state is "
-            f"{dtype}: cast one, e.g. jax.tree.map(lambda x: x.astype(jnp.{dtype}), model) "
-            "(jaxrigid computes in the state's dtype and does not promote silently)"
-        )
 
 
 class _Axis:
@@ -390,28 +344,62 @@ def _leaves_with_axes(model, model_axes):
 _RUNNERS: dict = {}
 
 
-def _compiled_runner(spec, model_axes, batched):
+def _compiled_runner(spec, model_axes, layout):
+    """The jitted run for `spec = (n_save, save_every, checkpoint)`, `model_axes` and
+    `layout = (batch_shape, broadcast, fast)`: the members flattened to one axis, each run by
+    `_run_one` (through `_fast_first` when `fast`), and the `Solution` assembled, all in one
+    program (an eager reshape or reduction would be a small program of its own to build)."""
     key = (
         spec,
-        batched,
+        layout,
         jax.tree_util.tree_structure(model_axes),
         tuple(jax.tree_util.tree_leaves(model_axes)),
     )
     if key not in _RUNNERS:
+        batch_shape, broadcast, fast = layout
+        n_save, save_every, _ = spec
 
         def run(integrator, observer, save, model, state0, obs0, ss0, t0, dt):
+            dtype = jax.tree_util.tree_leaves(state0)[0].dtype
+            t0 = jnp.asarray(t0, dtype)
+            ts = t0 + jnp.arange(n_save + 1, dtype=dtype) * jnp.asarray(dt, dtype) * save_every
+            ndims = _event_ndims(model, state0)
+            if broadcast is not None:
+                state0 = jax.tree_util.tree_map(
+                    lambda x: jnp.broadcast_to(x, (broadcast,) + x.shape), state0
+                )
+            if batch_shape:
+                nb, n = len(batch_shape), math.prod(batch_shape)
+                state0 = jax.tree_util.tree_map(
+                    lambda x, e: x.reshape((n,) + x.shape[x.ndim - e :]), state0, ndims
+                )
+                obs0, ss0 = jax.tree_util.tree_map(
+                    lambda x: jnp.reshape(x, (n,) + jnp.shape(x)[nb:]), (obs0, ss0)
+                )
+
             def solve(method):
                 def f(m, s, o, ss):
                     return _run_one(method, observer, save, m, s, o, ss, t0, dt, spec)
 
-                if batched:
+                if batch_shape:
                     f = jax.vmap(f, in_axes=(model_axes, 0, 0, 0))
                 return f(model, state0, obs0, ss0)
 
-            return _fast_first(integrator, solve)
+            out = _fast_first(integrator, solve) if fast else solve(integrator)
+            if batch_shape:
+                out = jax.tree_util.tree_map(lambda x: x.reshape(batch_shape + x.shape[1:]), out)
+            states, final, per_save, obs, ss = out
+            outcome = results.summarize(per_save, batch_shape)
+            return Solution(ts, states, final, outcome, per_save, obs, ss)
 
         _RUNNERS[key] = jax.jit(run, static_argnums=2)
     return _RUNNERS[key]
+
+
+def _event_ndims(model, state0):
+    """The event ranks of the state's leaves (a `Compensated` pair's: twice the model's)."""
+    ndims = model.state_event_ndims()
+    return Compensated(ndims, ndims) if isinstance(state0, Compensated) else ndims
 
 
 def _fast_first(integrator, solve):

@@ -273,6 +273,67 @@ def test_the_methods_of_a_case_are_those_that_integrate_its_model():
             lookups.find_method("nope", case)
 
 
+def _printed_applicability(text: str) -> dict[tuple[str, str], list[str]]:
+    """`{(family, method): case names}` as `jaxrigid methods` prints them: the family's
+    `apply to` list, or the row's own `[only: ...]`."""
+    names = lambda s: [] if s == "no built-in case" else s.split(", ")  # noqa: E731
+    table, family, cases = {}, None, []
+    for line in text.splitlines():
+        header = re.fullmatch(r"(\w+) methods \(apply to: (.*)\):", line)
+        if header:
+            family, cases = header[1], names(header[2])
+        elif line.startswith("composition schemes"):
+            break
+        elif family and line.startswith("  "):
+            only = re.search(r" \[only: (.*)\]$", line)
+            table[family, line.split()[0]] = names(only[1]) if only else cases
+    return table
+
+
+def test_methods_builds_no_model_and_prints_what_the_built_models_say(monkeypatch, capsys):
+    """`jaxrigid methods` builds no model and lowers or compiles no XLA program (it asks
+    `integrates` of the stand-ins the cases' forms state, `builds`), and prints what the
+    built models say: every registered method answers alike for each form's stand-in and its
+    built model, and each printed row lists exactly the cases one of whose built models the
+    method integrates."""
+    from jaxrigid.cases import base
+
+    built = {n: [form(c.resolve())[0] for form in c.forms()] for n, c in CASES.items()}
+    methods = [factory() for factory in integrators.REGISTRY]
+    for name, case in CASES.items():
+        assert all(hasattr(form, "sketch") for form in case.forms()), name
+        for sketch, model in zip(case.sketches(), built[name], strict=True):
+            for method in methods:
+                assert method.integrates(sketch) == method.integrates(model), (name, method)
+
+    events = []
+    counted = ("/jax/core/compile/jaxpr_to_mlir_module_duration",)
+    counted += ("/jax/core/compile/backend_compile_duration",)
+
+    def listen(event, duration, **kwargs):
+        if event in counted:
+            events.append(event)
+
+    def no_build(self):
+        raise AssertionError(f"case {self.name} built its models")
+
+    monkeypatch.setattr(base.Case, "models", no_build)
+    jax.clear_caches()  # a program compiled earlier in this process would be reused unseen
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        assert cli.main(["methods"]) == 0
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert events == []
+
+    expected = {
+        (family, name): [n for n, models in built.items() if any(map(cls().integrates, models))]
+        for family, family_methods in integrators.METHODS_BY_FAMILY.items()
+        for name, cls in family_methods.items()
+    }
+    assert _printed_applicability(capsys.readouterr().out) == expected
+
+
 def test_applicability_is_asked_of_the_method(monkeypatch, capsys):
     """Which cases a method applies to follows its `integrates`, not flags: DMV-body made to
     refuse the heavy top (its flags unchanged) is refused for the heavy-top cases and listed

@@ -1,4 +1,11 @@
-"""Named, documented presets of the papers' numerical examples (the CLI's cases)."""
+"""Named, documented presets of the papers' numerical examples (the CLI's cases).
+
+Which methods apply to a case is asked of the methods (`integrates`), on a stand-in of each
+form's model that the form states (`builds`): the model's type and the static facts that
+decide `integrates` (sub-model types, absent parts), no arrays. So listing the methods builds
+no model and compiles nothing; tests/test_cli.py checks every stand-in against the model its
+form builds.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,48 @@ from typing import Any
 import numpy as np
 
 _MODELS: dict[int, tuple[Any, tuple]] = {}  # id(case) -> (case, models): cases are unhashable
+
+
+def sketch(model_type: type, **facts) -> Any:
+    """A stand-in for a model of `model_type` for `integrates` to be asked of: an instance
+    made without its constructor (no arrays, no checks, nothing compiled) holding `facts`
+    and the plain defaults of the other fields. A class given as a fact (or in a tuple) stands
+    for an instance of it, itself a stand-in: `sketch(RigidBody, potential=HeavyTopPotential)`.
+    A field neither given nor defaulted is absent: reading it raises `AttributeError`."""
+    model = object.__new__(model_type)
+    fields = dataclasses.fields(model_type) if dataclasses.is_dataclass(model_type) else ()
+    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    for name, value in {**defaults, **facts}.items():
+        object.__setattr__(model, name, _stand_in(value))
+    return model
+
+
+def _stand_in(value):
+    if isinstance(value, type):
+        return sketch(value)
+    if isinstance(value, tuple):
+        return tuple(_stand_in(v) for v in value)
+    return value
+
+
+def _integrates(integrator, model) -> bool:
+    """`integrator.integrates(model)`, called through the class: reading a method off an
+    equinox Module makes a new bound-method Module each time, which costs more than the call
+    (the `methods` table asks a few thousand times)."""
+    return bool(type(integrator).integrates(integrator, model))
+
+
+def builds(model_type: type, **facts) -> Callable:
+    """Decorator of a form (`params -> (model, state0)`): the stand-in of the model it builds,
+    `sketch(model_type, **facts)`, kept as the form's `sketch` (`Case.sketches`). The facts
+    are those `integrates` reads (e.g. the potential's type); tests/test_cli.py checks that
+    every registered method answers alike for the stand-in and the built model."""
+
+    def mark(form: Callable) -> Callable:
+        form.sketch = sketch(model_type, **facts)
+        return form
+
+    return mark
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +76,7 @@ class Case:
     """A paper's example: how to build `(model, state0)` from its parameters, its defaults,
     the family its default method is listed under (`jaxrigid methods`), how to perturb it into
     an ensemble, and its observables. Which methods apply is asked of the methods
-    (`accepts`: `integrates` on the case's model)."""
+    (`accepts`: `integrates` on the stand-ins of the case's models, `sketches`)."""
 
     name: str
     title: str
@@ -65,8 +114,7 @@ class Case:
 
     def models(self) -> tuple:
         """The model of each form from the default parameters, built once per case (building
-        checks values eagerly, which compiles small programs). Which methods apply depends on
-        the models' types and torques, which the parameters do not change."""
+        checks values eagerly, which compiles small programs)."""
         if id(self) not in _MODELS:  # the entry keeps the case alive, so its id stays its own
             params = self.resolve()
             _MODELS[id(self)] = (self, tuple(form(params)[0] for form in self.forms()))
@@ -76,16 +124,26 @@ class Case:
         """The model of `build` (the first form) from the default parameters."""
         return self.models()[0]
 
+    def sketches(self) -> tuple:
+        """A stand-in of each form's model: the form's `sketch` (`builds`), else (a form that
+        states none) the model built from the default parameters (`models`). Which methods
+        apply depends on the models' types and static facts, which the parameters do not
+        change."""
+        stated = [getattr(form, "sketch", None) for form in self.forms()]
+        if all(s is not None for s in stated):
+            return tuple(stated)
+        return tuple(s if s is not None else m for s, m in zip(stated, self.models()))
+
     def accepts(self, integrator) -> bool:
         """Whether `integrator` applies to this case: whether it integrates one of the case's
-        models (`integrator.integrates`)."""
-        return any(bool(integrator.integrates(m)) for m in self.models())
+        models (`integrator.integrates` on their stand-ins, `sketches`)."""
+        return any(_integrates(integrator, m) for m in self.sketches())
 
     def build_for(self, integrator) -> Callable[[dict[str, float]], tuple[Any, Any]]:
         """The form `integrator` integrates (`build` when it integrates none: its own
         checks then say why)."""
-        for form, model in zip(self.forms(), self.models()):
-            if integrator.integrates(model):
+        for form, model in zip(self.forms(), self.sketches()):
+            if _integrates(integrator, model):
                 return form
         return self.build
 

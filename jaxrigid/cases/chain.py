@@ -34,7 +34,7 @@ from ..models.chain_quaternion import ChainQuaternionState, QuaternionChain
 from ..models.chain_quaternion import from_velocities as quaternion_from_velocities
 from ..models.particle_body import tetrahedron
 from ..models.particle_chain import LennardJones, ParticleChain, quaternion_matrix
-from .base import Case, Parameter
+from .base import Case, Parameter, builds
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), §3.5"
 
@@ -93,6 +93,7 @@ def _initial_values(kind: str, p):
 
 
 def _quaternion_build(kind: str):
+    @builds(QuaternionChain)
     def build(p):
         chain, boundary = _chain(p), _boundary(kind, p)
         r, v, omega = _initial_values(kind, p)
@@ -105,6 +106,7 @@ def _quaternion_build(kind: str):
 
 
 def _matrix_build(kind: str):
+    @builds(RigidBodyChain)
     def build(p):
         chain, boundary = _chain(p), _boundary(kind, p)
         r, v, omega = _initial_values(kind, p)

@@ -38,7 +38,7 @@ from .._checks import is_concrete
 from ..lie import so3
 from ..models.coupled_bodies import CoupledBodies, CoupledBodiesState, check_coupled_state
 from ..models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
-from .base import Case, Parameter
+from .base import Case, Parameter, builds
 from .krysl import _inertia, _inertia_params, _vec, perturb_momentum
 
 _REF = "Dixon, discrete Moser–Veselov integrators for rigid body motions"
@@ -52,6 +52,7 @@ def _momentum_params(m1, m2, m3):
     }
 
 
+@builds(RigidBody)
 def _build(p):
     return RigidBody(_inertia(p)), RigidBodyState(jnp.eye(3), _vec(p, "M"))
 
@@ -111,6 +112,7 @@ def _rotation_to_e3(Gamma):
 _UNIT_TOL = 1e-12  # |Γ| = 1 to this
 
 
+@builds(RigidBody, potential=HeavyTopPotential)
 def _build_heavy_top(p):
     """Concrete `Γ`: `ValueError` unless unit. Traced (a sweep): `R0` is NaN for a member
     whose `Γ` is not unit (no rotation has `R0ᵀe₃ = Γ`), which `simulate`'s state checks
@@ -164,6 +166,7 @@ HEAVY_TOP = Case(
 CASES.append(HEAVY_TOP)
 
 
+@builds(CoupledBodies)
 def _build_coupled(p):
     I = _inertia(p)
     model = CoupledBodies(

@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models import hamiltonian as ham
-from ..models.hamiltonian import CanonicalState
+from ..models.hamiltonian import CanonicalState, HamiltonianSystem
 from ..observers import PoincareSection
-from .base import Case, Parameter
+from .base import Case, Parameter, builds
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), ch. 2"
 
@@ -29,15 +29,18 @@ def perturb_canonical(state: CanonicalState, rng: np.random.Generator, spread: f
     return CanonicalState(state.q[None, :] + noise[:, 0], state.p[None, :] + noise[:, 1])
 
 
+@builds(HamiltonianSystem)
 def _build_oscillator(p):
     model = ham.harmonic_oscillator(p["m"], p["k"])
     return model, CanonicalState(jnp.array([p["q0"]]), jnp.array([p["p0"]]))
 
 
+@builds(HamiltonianSystem)
 def _build_pendulum(p):
     return ham.pendulum(), CanonicalState(jnp.array([p["q0"]]), jnp.array([p["p0"]]))
 
 
+@builds(HamiltonianSystem)
 def _build_kepler(p):
     e = p["e"]
     q0 = jnp.array([1.0 - e, 0.0])
@@ -50,6 +53,7 @@ def _build_kepler(p):
 _GALACTIC = ("a", "b", "c", "A", "C", "Omega")
 
 
+@builds(HamiltonianSystem)
 def _build_galactic(p):
     model = ham.galactic_orbit(*(p[k] for k in _GALACTIC))
     q0 = jnp.array([p["q1"], p["q2"], p["q3"]])

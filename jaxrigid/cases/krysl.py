@@ -23,7 +23,7 @@ import numpy as np
 
 from ..lie import so3
 from ..models.rigid_body import AxialPowerPotential, HeavyTopPotential, RigidBody, RigidBodyState
-from .base import Case, Parameter
+from .base import Case, Parameter, builds
 
 _REF = "Krysl, Commun. Numer. Meth. Engng 23 (2007)"
 
@@ -63,17 +63,20 @@ def perturb_momentum(state: RigidBodyState, rng: np.random.Generator, spread: fl
     return RigidBodyState(R, Pi)
 
 
+@builds(RigidBody)
 def _build_free(p):
     I = _inertia(p)
     return RigidBody(I), RigidBodyState(jnp.eye(3), I @ _vec(p, "Omega"))
 
 
+@builds(RigidBody, potential=HeavyTopPotential)
 def _build_top(p):
     I = _inertia(p)
     potential = HeavyTopPotential(jnp.array([0.0, 0.0, p["mgl"]]), jnp.array([0.0, 0.0, 1.0]))
     return RigidBody(I, potential), RigidBodyState(so3.exp(_vec(p, "psi")), I @ _vec(p, "Omega"))
 
 
+@builds(RigidBody, potential=AxialPowerPotential)
 def _build_coulomb(p):
     I = _inertia(p)
     potential = AxialPowerPotential(

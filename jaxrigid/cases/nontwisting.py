@@ -62,7 +62,7 @@ from ..models.director import (
     check_director_state,
     from_rotation,
 )
-from .base import Case, Parameter
+from .base import Case, Parameter, builds
 
 _REF = "Gebhardt & Romero, The rotating rigid body model based on a non-twisting frame (2020)"
 
@@ -135,6 +135,7 @@ def _params(omega, default_q2=1.0):
 
 
 def _case(number, title, eqs, omega, amplitudes, description):
+    @builds(DirectorRigidBody)
     def build(p):
         return build_case((p["omega1"], p["omega2"]), amplitudes, p["load_scale"])
 

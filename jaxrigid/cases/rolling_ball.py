@@ -52,7 +52,7 @@ from ..models.rolling_ball import (
 from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
 from ..models.suslov import Suslov, SuslovState
 from ..rails import CircleRail, FigureEightRail, SegmentRail
-from .base import Case, Parameter
+from .base import Case, Parameter, builds
 
 __all__ = ["CASES", "LinearControl", "ModelPerturbedCase"]
 
@@ -158,6 +158,7 @@ def _horizontal(azimuth):
 # --- builders --------------------------------------------------------------------------------
 
 
+@builds(RollingBall)
 def _build_two_circles(p):
     model, state0 = two_circles_ball(
         radius=p["radius"],
@@ -175,6 +176,7 @@ def _build_two_circles(p):
     return model, state0._replace(Omega=_vec(p, "Omega"))
 
 
+@builds(RollingBall)
 def _build_pendulum(p):
     rail = CircleRail(
         _f([0.0, 0.0, 0.0]), _f(p["rail_radius"]), _horizontal(p["azimuth"]), _f([0, 0, 1.0])
@@ -189,6 +191,7 @@ def _build_pendulum(p):
     return model, rolling_ball_state(model, Omega=_vec(p, "Omega"))
 
 
+@builds(RollingBall)
 def _build_linear_rail(p):
     d = p["half_length"] * _horizontal(p["azimuth"])
     control = SinusoidControl(
@@ -201,6 +204,7 @@ def _build_linear_rail(p):
     return model, rolling_ball_state(model, Omega=_vec(p, "Omega"))
 
 
+@builds(RollingBall)
 def _build_figure_eight(p):
     rail = FigureEightRail(
         _f([0.0, 0.0, -p["depth"]]),
@@ -222,6 +226,7 @@ def _two_rails(p):
     )
 
 
+@builds(RollingBallUnreduced, rails=(CircleRail, CircleRail), control=None, actuation=None)
 def _build_passive(p):
     model = RollingBallUnreduced(
         radius=_f(p["radius"]),
@@ -245,6 +250,7 @@ def _build_passive(p):
     return model, state0
 
 
+@builds(RollingBall)
 def _build_disk(p):
     d2 = p["d2"]
     p3 = {  # a thin disk: in-plane moments d2/2 (perpendicular axes; out-of-plane motion only)
@@ -268,6 +274,7 @@ def _build_disk(p):
     return model, rolling_ball_state(model, Omega=_f([0.0, -p["phi_dot0"], 0.0]))
 
 
+@builds(Suslov)
 def _build_suslov(p):
     """Concrete `ξ = 0`: `ValueError`; traced, `Suslov.parameter_checks` refuses it."""
     xi = _vec(p, "xi")

@@ -24,9 +24,10 @@ import numpy as np
 from .._checks import is_concrete
 from ..lie import quaternion, so3
 from ..models import symmetric_top as st
-from ..models.constrained_rigid_body import ConstrainedRigidBodyState
-from ..models.hamiltonian import CanonicalState
-from .base import Case, Parameter
+from ..models.constrained_rigid_body import ConstrainedRigidBody, ConstrainedRigidBodyState
+from ..models.hamiltonian import CanonicalState, HamiltonianSystem
+from ..models.rigid_body import HeavyTopPotential
+from .base import Case, Parameter, builds
 from .hamiltonian import perturb_canonical
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012)"
@@ -53,6 +54,7 @@ def initial_values(p):
     return angles, rates, st.top_params(p["m"], p["g"], p["l"], p["I"], p["I3"])
 
 
+@builds(HamiltonianSystem)
 def _build_euler(p):
     """Concrete `theta0` outside (0°, 180°): `ValueError`. Traced (a sweep): such a member's
     angles `q0` are NaN (the Euler-angle chart is singular there), which `simulate`'s state
@@ -65,10 +67,12 @@ def _build_euler(p):
     return model, state._replace(q=jnp.where(inside, state.q, jnp.nan))
 
 
+@builds(HamiltonianSystem)
 def _build_quaternion(p):
     return st.quaternion_top(*initial_values(p))
 
 
+@builds(ConstrainedRigidBody, potential=HeavyTopPotential)
 def _build_rattle(p):
     return st.rotation_matrix_top(*initial_values(p))
 

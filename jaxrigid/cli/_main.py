@@ -11,7 +11,6 @@ from .control import add_parser as add_control_parser
 from .control import cmd_control
 from .errors import RunError, UsageError
 from .lookups import _find_case
-from .run import cmd_run
 from .sweep import add_parser as add_sweep_parser
 from .sweep import cmd_sweep
 
@@ -26,6 +25,12 @@ def _parser() -> argparse.ArgumentParser:
         prog="jaxrigid", description="Structure-preserving rigid-body integrators in JAX."
     )
     parser.add_argument("--version", action="version", version=f"jaxrigid {__version__}")
+    parser.add_argument(
+        "--no-compilation-cache",
+        action="store_true",
+        help="do not use the persistent compilation cache (default: on, in JAXRIGID_CACHE_DIR "
+        "or $XDG_CACHE_HOME/jaxrigid/xla; JAXRIGID_NO_COMPILATION_CACHE=1 also turns it off)",
+    )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="{cases,methods,run,control,sweep}"
     )
@@ -66,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    commands = {"cases": cmd_cases, "methods": cmd_methods, "run": cmd_run}
+    if not args.no_compilation_cache:
+        from ..compilation_cache import enable_compilation_cache
+
+        enable_compilation_cache()
+    commands = {"cases": cmd_cases, "methods": cmd_methods, "run": _cmd_run}
     commands["control"] = cmd_control
     commands["sweep"] = cmd_sweep
     try:
@@ -81,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         # Python's documented recipe: point stdout at devnull so the exit flush cannot fail.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _cmd_run(args) -> int:
+    from .run import cmd_run  # the setup and output of a run: not imported to list things
+
+    return cmd_run(args)
 
 
 def _error_line(err: Exception) -> None:
@@ -123,7 +138,7 @@ def cmd_cases(args) -> int:
 
 def cmd_methods(args) -> int:
     """List the integrators of each family and the cases they apply to (the cases whose models
-    they integrate)."""
+    they integrate, asked of the stand-ins the cases' forms state: no model is built)."""
     from ..cases import CASES
     from ..integrators import METHODS_BY_FAMILY
 

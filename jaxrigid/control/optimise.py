@@ -49,6 +49,8 @@ import optax
 from jax import lax
 
 from .._callbacks import host_callback
+from .._input_checks import reported_in_outcome
+from ..compilation_cache import ensure_compilation_cache
 
 __all__ = [
     "AugmentedLagrangian",
@@ -196,7 +198,9 @@ def optimise(
     `equinox.Module`, e.g. a `ControlProblem`, so that its arrays are traced, not baked
     in); `p0` an array (any shape, e.g. `(M, n)` coefficients). `jit`-compiled
     (`equinox.filter_jit`); returns an `OptimiseResult`. NaN or inf in `p0` raises
-    `ValueError` (concrete `p0`)."""
+    `ValueError` (concrete `p0`). Turns on the persistent compilation cache unless JAX has
+    one (`jaxrigid.compilation_cache.ensure_compilation_cache`)."""
+    ensure_compilation_cache()
     settings = AugmentedLagrangian() if settings is None else settings
     p0 = _check_p0(objective, p0)
     if not isinstance(p0, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(p0))):
@@ -206,7 +210,11 @@ def optimise(
 
 @eqx.filter_jit
 def _jitted(objective, p0, settings, callback):
-    return _optimise(objective, p0, settings, callback)
+    # a value check failing inside the optimiser's own program makes the iterate's
+    # objective NaN (reported, not raised): the program then has no host callback and
+    # JAX's persistent cache keeps it; p0 is checked before
+    with reported_in_outcome():
+        return _optimise(objective, p0, settings, callback)
 
 
 class MultiStartResult(NamedTuple):
@@ -229,6 +237,7 @@ def multi_start(
 ) -> MultiStartResult:
     """`K` runs of `optimise` at once: `jax.vmap` over the leading axis of `p0s (K, ...)`
     (one compiled program; on a GPU the starts run in parallel)."""
+    ensure_compilation_cache()
     settings = AugmentedLagrangian() if settings is None else settings
     p0s = _check_p0(objective, p0s)
     if p0s.ndim < 1 or p0s.shape[0] < 1:
@@ -251,4 +260,5 @@ def multi_start(
 
 @eqx.filter_jit
 def _multi(objective, p0s, settings, callback):
-    return jax.vmap(lambda p: _optimise(objective, p, settings, callback))(p0s)
+    with reported_in_outcome():  # as in `_jitted`
+        return jax.vmap(lambda p: _optimise(objective, p, settings, callback))(p0s)

@@ -42,12 +42,12 @@ def _series_exp(Z, degree):
 
 
 def _series_mul(X, Y, degree):
-    """The product of two matrix power series, truncated after `h^degree`."""
-    out = np.zeros_like(X)
-    for i in range(degree + 1):
-        for j in range(degree + 1 - i):
-            out[i + j] += X[i] @ Y[j]
-    return out
+    """The product of two matrix power series, truncated after `h^degree`:
+    `[hᵏ] = Σᵢ X[i] Y[k−i]`."""
+    k = np.arange(degree + 1)
+    lag = k[:, None] - k[None, :]  # [k, i]: the power of Y's term that meets X[i] in [hᵏ]
+    Y_lag = np.where((lag >= 0)[..., None, None], Y[np.maximum(lag, 0)], 0.0)
+    return (X @ Y_lag).sum(axis=1)
 
 
 def order_defects(fractions, degree: int, seed: int = 0) -> np.ndarray:
@@ -61,12 +61,14 @@ def order_defects(fractions, degree: int, seed: int = 0) -> np.ndarray:
     for k in range(1, degree + 1, 2):  # odd powers only: a symmetric method
         Y[k] = rng.standard_normal((_N, _N)) / math.sqrt(_N)
 
+    phi = _series_exp(Y, degree)  # Φ_h; the coefficient of hᵏ in Φ_{γh} is γᵏ times its own
+    powers = np.arange(degree + 1)[:, None, None]
+
     def composed(gammas):
         psi = np.zeros_like(Y)
         psi[0] = np.eye(_N)
         for g in gammas:  # Φ_{γ_s h} ∘ … ∘ Φ_{γ_1 h}: the first applied is rightmost
-            scaled = Y * (g ** np.arange(degree + 1))[:, None, None]
-            psi = _series_mul(_series_exp(scaled, degree), psi, degree)
+            psi = _series_mul(phi * g**powers, psi, degree)
         return psi
 
     exact = np.zeros_like(Y)

@@ -107,7 +107,7 @@ class QuaternionChain(AbstractModel):
 
     state_type: ClassVar[type] = ChainQuaternionState
     chain: ParticleChain
-    boundary: ChainBoundary = ChainBoundary()
+    boundary: ChainBoundary = eqx.field(default_factory=ChainBoundary)
     thesis_multiplier: bool = eqx.field(default=False, static=True)
 
     # --- parameters ---------------------------------------------------------------------

@@ -82,6 +82,9 @@ def _chunk_task(spec: dict, out: str, index: int, start: int, stop: int, size: i
     members written (0 when the chunk was already finished: a repeated task does nothing)."""
     import jax
 
+    from ..compilation_cache import ensure_compilation_cache
+
+    ensure_compilation_cache()  # the worker's process loads what others compiled
     with jax.enable_x64(x64):  # thread-local, before any array is made
         p = plan(Sweep.from_dict(spec))
         store = Store.open(out, mode="r+")

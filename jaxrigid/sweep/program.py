@@ -210,7 +210,10 @@ def _step(p: Plan, params):
 
 def _simulate_members(p: Plan, model, state0, dt, **kwargs):
     """`simulate` over the members (leading axes of `model` and `state0`), with one step for
-    all or each member's own (then `vmap`ped: the steps differ inside one scan)."""
+    all or each member's own (then `vmap`ped: the steps differ inside one scan). `validate`
+    has checked every member before: the checks in the chunk program report in the outcome
+    (no host callback, so the program is cacheable) and never fire."""
+    kwargs = {"checks": "outcome", **kwargs}
     if jnp.ndim(dt) == 0:
         axes = 0 if jax.tree_util.tree_leaves(model) else None  # a model with no arrays: Kepler
         return simulate(p.integrator, model, state0, dt, p.n_steps, model_axes=axes, **kwargs)
@@ -223,13 +226,13 @@ def _reduced_checks(p: Plan, params, messages: list):
     method's), reduced over the members (`_checks._reduce_all`). The checks' messages and
     whether they quote a value are filled into `messages` when this is traced (they are
     Python strings)."""
-    from ..simulation import _value_checks
+    from .._input_checks import value_checks
 
     model, state0 = _build(p, params)
     dt = _step(p, params)
 
     def one(m, s, h):
-        checks = _value_checks(p.integrator, m, s, 0.0, h)
+        checks = value_checks(p.integrator, m, s, 0.0, h)
         messages[:] = [(c.message, c.value is not None) for c in checks]
         zero = jnp.zeros((), p.dtype)
         return [c.bad for c in checks], [zero if c.value is None else c.value for c in checks]

@@ -21,6 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from ..compilation_cache import ensure_compilation_cache
 from .program import Plan, _cached, _chunk_program, _parameters, _reduced_checks, plan
 from .spec import Sweep
 from .store import Store, SweepStoreError
@@ -219,7 +220,9 @@ def run(
     `resume`: continue the store at `out` (it must hold this sweep), computing only the
     unfinished chunks; without it an existing store is an error. `devices`: shard each chunk's
     members over this many local devices (default: all). Raises `ValueError` for a bad spec
-    or member before any work, `SweepStoreError` when the store cannot be written."""
+    or member before any work, `SweepStoreError` when the store cannot be written. Turns on
+    the persistent compilation cache unless JAX has one (`ensure_compilation_cache`)."""
+    ensure_compilation_cache()
     out = Path(out)
     p = plan(sweep)
     devs = _devices(devices)

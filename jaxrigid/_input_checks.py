@@ -1,0 +1,138 @@
+"""`simulate`'s value checks on its inputs (DESIGN.md §4b): what they are (`value_checks`),
+how they are applied (`apply_value_checks`: raised), and the other way, reported per member
+in the outcome (`invalid_members`, `mark_invalid`)."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from . import _checks, results
+from ._checks import Check
+from .compensated import Compensated, value_of
+from .integrators.base import AbstractIntegrator
+from .results import RESULTS
+
+_MODE = contextvars.ContextVar("jaxrigid_checks", default="raise")
+
+
+def mode(checks: str | None) -> str:
+    """`checks` as given to `simulate`, else the mode set by `reported_in_outcome`."""
+    checks = _MODE.get() if checks is None else checks
+    if checks not in ("raise", "outcome"):
+        raise ValueError(f'checks must be "raise" or "outcome", got {checks!r}')
+    return checks
+
+
+@contextlib.contextmanager
+def reported_in_outcome():
+    """While tracing inside it, `simulate(checks=None)` reports failed value checks in the
+    outcome instead of raising from the graph: for programs jaxrigid builds itself (the
+    optimiser), which then carry no host callback and stay cacheable."""
+    token = _MODE.set("outcome")
+    try:
+        yield
+    finally:
+        _MODE.reset(token)
+
+
+def _finite(state):
+    leaves = jax.tree_util.tree_leaves(value_of(state))
+    return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
+
+
+def value_checks(integrator, model, state0, t0, dt) -> list[Check]:
+    """`dt`'s, the model's, the initial state's and the method's own (`value_checks`; none
+    for `integrator=None`)."""
+    dt = jnp.asarray(dt)
+    if dt.ndim:
+        raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
+    checks = [Check(~jnp.isfinite(dt) | (dt == 0), "dt must be a finite nonzero scalar", dt)]
+    checks += model.parameter_checks() + model.state_checks(value_of(state0), t0)
+    checks += [] if integrator is None else integrator.value_checks(model)
+    if isinstance(state0, Compensated):
+        checks.append(
+            Check(~_finite(state0.error), "Compensated state's error contains NaN or inf")
+        )
+    return checks
+
+
+def check_dtypes(model, dtype) -> None:
+    """Mixed precision is refused, not silently promoted: a float64 inertia would make a
+    float32 run's scan carry change type deep inside `lax.scan`."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
+        leaf_dtype = getattr(leaf, "dtype", None)
+        if leaf_dtype is None or not jnp.issubdtype(leaf_dtype, jnp.floating):
+            continue
+        if getattr(leaf, "weak_type", False) or leaf_dtype == dtype:
+            continue
+        name = jax.tree_util.keystr(path)
+        raise TypeError(
+            f"model parameter {type(model).__name__}{name} is {leaf_dtype} but the state is "
+            f"{dtype}: cast one, e.g. jax.tree.map(lambda x: x.astype(jnp.{dtype}), model) "
+            "(jaxrigid computes in the state's dtype and does not promote silently)"
+        )
+
+
+def apply_value_checks(integrator, model, state0, t0, dt) -> None:
+    """`_value_checks`, by one compiled program for concrete inputs, also those an eager
+    `jax.grad` differentiates (cacheable: no callback), and in the caller's graph for traced
+    ones (`_checks.raise_in_graph`)."""
+    # a method without checks of its own is left out of the program's arguments, so that
+    # every such method shares one check program per model and shapes
+    own = type(integrator).value_checks is not AbstractIntegrator.value_checks
+    args = _checks.primal_values((integrator if own else None, model, state0, t0, dt))
+    if args is not None:
+        _checks.raise_compiled(value_checks, *args)
+    else:
+        _checks.raise_in_graph(value_checks(integrator, model, state0, t0, dt))
+
+
+def invalid_members(checks, batch_shape):
+    """Per member (`batch_shape`), whether any check fails: a check's flags broadcast to the
+    members where their shape allows (one flag per member, or one for all), else any flag
+    marks every member."""
+    invalid = jnp.zeros(batch_shape, bool)
+    for check in checks:
+        bad = jnp.asarray(check.bad)
+        try:
+            bad = jnp.broadcast_to(bad, batch_shape)
+        except ValueError:
+            bad = jnp.broadcast_to(jnp.any(bad), batch_shape)
+        invalid = invalid | bad
+    return invalid
+
+
+def mark_invalid(solution, invalid, nb: int):
+    """`solution` with the `invalid` members' states (and observations, solver state) NaN
+    and their outcomes `RESULTS.invalid_input` from step 0."""
+
+    def nan_where(x):
+        if not jnp.issubdtype(jnp.result_type(x), jnp.inexact):
+            return x
+        mask = invalid.reshape(invalid.shape + (1,) * (jnp.ndim(x) - nb))
+        return jnp.where(mask, jnp.nan, x)
+
+    def mark(outcome):
+        mask = invalid.reshape(invalid.shape + (1,) * (jnp.ndim(outcome.result) - nb))
+        return outcome._replace(
+            result=jnp.where(mask, results.code(RESULTS.invalid_input), outcome.result),
+            first_failure=jnp.where(mask, jnp.int32(0), outcome.first_failure),
+        )
+
+    states, final, obs, ss = jax.tree_util.tree_map(
+        nan_where,
+        (solution.states, solution.final_state, solution.observations, solution.solver_state),
+    )
+    return solution._replace(
+        states=states,
+        final_state=final,
+        observations=obs,
+        solver_state=ss,
+        outcome=mark(solution.outcome),
+        outcome_per_save=mark(solution.outcome_per_save),
+    )
