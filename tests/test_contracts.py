@@ -225,6 +225,8 @@ def _cause_cases():
         RESULTS.nonfinite: (jr.IMIDM(), nan_model, free0, 0.01, 4),
         RESULTS.off_branch: _coulomb_off_branch(),
         RESULTS.step_bound_broken: (jr.IMIDM(max_angle=0.05), free_model, free0, 0.2, 4),
+        # a value check failed and the caller asked for it in the outcome (dt = 0)
+        RESULTS.invalid_input: (jr.IMIDM(), free_model, free0, 0.0, 4),
     }
 
 
@@ -243,12 +245,13 @@ def test_each_outcome_cause_is_produced_and_named(cause):
         assert RESULTS(int(info.result)) is cause
         return
     integrator, model, state0, dt, n = _cause_cases()[cause]
-    sol = jr.simulate(integrator, model, state0, dt, n)
+    checks = "outcome" if cause is RESULTS.invalid_input else "raise"
+    sol = jr.simulate(integrator, model, state0, dt, n, checks=checks)
     assert RESULTS(int(sol.result)) is cause
     assert not bool(sol.outcome.all_converged) and int(sol.outcome.first_failure) >= 0
     step = int(sol.outcome.first_failure)
     with pytest.raises(jr.StepFailedError, match=rf"step {step} \(t = .*failed: {cause.name}"):
-        jr.simulate(integrator, model, state0, dt, n, throw=True)
+        jr.simulate(integrator, model, state0, dt, n, throw=True, checks=checks)
 
 
 def test_throw_works_inside_jit_and_names_the_member():
