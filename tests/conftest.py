@@ -12,12 +12,6 @@ import jaxrigid
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-# The kernel's limit on a process's memory mappings is 65 530; XLA:CPU maps memory for each
-# executable it keeps, and the whole suite in one process crossed the limit (a segfault
-# inside the compiler; test_order.py alone leaves about 10 000 mappings). Compiled programs
-# are dropped after a module only when the process holds more than this many mappings, so
-# that later modules reuse the programs earlier ones built (the same runs recur across files).
-_MAX_MAPPINGS = 30_000
 _CACHE_ENV = "JAXRIGID_CACHE_DIR"
 _OWNED_CACHE = "_JAXRIGID_TEST_CACHE_OWNED"
 
@@ -37,19 +31,15 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ.pop(_CACHE_ENV), ignore_errors=True)
 
 
-def _mappings() -> int:
-    try:
-        with open("/proc/self/maps") as fh:
-            return sum(1 for _ in fh)
-    except OSError:  # not Linux: no such limit known, keep the programs
-        return 0
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
-    """Drop the compiled programs after a test module when the process holds more than
-    `_MAX_MAPPINGS` memory mappings (see above)."""
+    """Drop every compiled program after each test module. XLA:CPU maps memory for each
+    executable it keeps; the whole suite in one process compiles thousands and crossed the
+    kernel's limit of 65 530 mappings (segfault inside the compiler; measured: test_order.py
+    alone leaves 10 148 mappings), while modules share little compiled code. A program a
+    later module builds again is loaded from the run's persistent cache. (Keeping programs
+    while under half the limit was tried: that suite run took longer, over 90 min with other
+    jobs on the cores, against 47-50 min before; not kept without a clean measurement.)"""
     yield
-    if _mappings() > _MAX_MAPPINGS:
-        jax.clear_caches()
-        gc.collect()
+    jax.clear_caches()
+    gc.collect()
