@@ -83,13 +83,15 @@ class OptimiserProgress:
     that start's gradient norm), also kept as `value` and `grad_norm`; `n` is the number of
     iterations done (counted also when disabled). Until the first report arrives the postfix
     says `compiling ...`, then `compiled in … s` (`compile_seconds`: from construction to the
-    first report, mostly the compilation), and the bar's clock restarts there, so its elapsed
-    time, rate and time left are the iterations'.
+    first report: the compilation and the first outer iteration, reported together from the
+    host), and the bar's clock restarts there, so its elapsed time, rate and time left are
+    the iterations' (the bar moves by one outer iteration at a time).
 
     `desc`, `file`, `disable`, `notebook` and other keywords: `progress_bar`. Close it with
     `close()` or use it as a context manager (`with OptimiserProgress(...) as progress:`);
     wait for the run first (`jax.block_until_ready`, and `jax.effects_barrier()` for the last
-    callbacks). A new instance is a new static argument: `optimise` compiles again."""
+    callbacks under a caller's `jit`). For concrete inputs the callback is called from the
+    host and is part of no program: a new instance compiles nothing new."""
 
     def __init__(
         self,

@@ -282,13 +282,19 @@ def simulate(
         elif n_members != m:
             raise ValueError(f"state ensemble has {n_members} members but the model sweep has {m}")
 
-    # Under a derivative the method runs alone: the fast path would build and differentiate
-    # both of its runs. A single trajectory keeps the fast path, so that it equals the same
-    # member of an ensemble bit for bit.
-    fast = not _checks.is_differentiated(model, state0, t0, dt, observations0, solver_state0)
-    layout = (tuple(batch_shape), broadcast, fast)
-    run = _compiled_runner((n_save, save_every, checkpoint), model_axes, layout)
-    solution = run(integrator, observer, save, model, state0, observations0, solver_state0, t0, dt)
+    spec, inputs = (n_save, save_every, checkpoint), (model, state0, observations0, solver_state0)
+    args = (observer, save, *inputs, t0, dt)
+    if _checks.is_concrete(integrator, observer, *inputs, t0, dt):
+        solution = _fast_then_full(
+            integrator, spec, model_axes, (tuple(batch_shape), broadcast), args
+        )
+    else:
+        # Under a derivative the method runs alone: the fast path would build and
+        # differentiate both of its runs. A single trajectory keeps the fast path, so that it
+        # equals the same member of an ensemble bit for bit.
+        fast = not _checks.is_differentiated(*inputs, t0, dt)
+        layout = (tuple(batch_shape), broadcast, fast)
+        solution = _compiled_runner(spec, model_axes, layout)(integrator, *args)
     if checks == "outcome":
         invalid = _input_checks.invalid_members(
             _input_checks.value_checks(integrator, model, state0, t0, dt), batch_shape
@@ -420,6 +426,34 @@ def _fast_first(integrator, solve):
         return jax.tree_util.tree_map(pick, out, again)
 
     return lax.cond(jnp.all(ok), lambda: out, redo)
+
+
+def _fast_then_full(integrator, spec, model_axes, layout, args):
+    """Concrete inputs: `_fast_first` as two programs chosen on the host. The method's
+    `fast_variant` runs every member; only if a member had a failed step does the method
+    itself run, and its result is kept for exactly those members (`_keep_successful`). The
+    second program is built only when it is needed, not with the first (in one program, as
+    `_fast_first` under a caller's `jit`, both are built every time)."""
+    plain = _compiled_runner(spec, model_axes, layout + (False,))
+    fast = integrator.fast_variant()
+    if fast is None:
+        return plain(integrator, *args)
+    first = plain(fast, *args)
+    if np.all(np.asarray(first.outcome.result) == RESULTS.successful):
+        return first
+    return _keep_successful(first, plain(integrator, *args))
+
+
+@jax.jit
+def _keep_successful(first, full):
+    """Each member's `first` solution where its whole run succeeded, else its `full` one."""
+    ok = first.outcome.result == RESULTS.successful  # the ensemble's shape
+
+    def pick(a, b):
+        return jnp.where(ok.reshape(ok.shape + (1,) * (a.ndim - ok.ndim)), a, b)
+
+    rest = jax.tree_util.tree_map(pick, tuple(first[1:]), tuple(full[1:]))
+    return Solution(first.ts, *rest)
 
 
 def _check_compensated(integrator, state0):

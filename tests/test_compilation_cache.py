@@ -60,7 +60,11 @@ _PROGRAMS = textwrap.dedent(
     mine = jax.jit(
         lambda s: jr.simulate(jr.IMIDM(), model, s, 0.01, 20, checks="outcome").final_state
     )(state0)
-    jax.block_until_ready((direct, mine))
+    # the optimiser with a progress callback (as `jaxrigid control` runs it)
+    from jaxrigid.control.optimise import AugmentedLagrangian, optimise
+    toy = lambda p: (jnp.sum((p - 1.0) ** 2), p[:1] + p[1:2])  # noqa: E731
+    best = optimise(toy, jnp.zeros(3), AugmentedLagrangian(2, 3), callback=lambda *a: None)
+    jax.block_until_ready((direct, mine, best))
     count = lambda name: sum(e == "/jax/compilation_cache/" + name for e in events)
     print(json.dumps({k: count(k) for k in ("compile_requests_use_cache", "cache_hits")}))
     """
@@ -69,8 +73,9 @@ _PROGRAMS = textwrap.dedent(
 
 def test_a_second_process_compiles_nothing(tmp_path):
     """`simulate`'s own programs (the value checks' and the run's, concrete inputs) and a
-    caller's `jit` of `simulate(checks="outcome")` carry no host callback, so a second
-    process loads every one from the persistent cache: no XLA compile at all. (A program
+    caller's `jit` of `simulate(checks="outcome")` carry no host callback, nor do the
+    optimiser's with a progress callback (called from the host), so a second process loads
+    every one from the persistent cache: no XLA compile at all. (A program
     with a callback still asks the cache, and misses every time: JAX never stores it.)"""
     script = tmp_path / "programs.py"
     script.write_text(_PROGRAMS)

@@ -131,3 +131,25 @@ def test_inequalities_reach_the_kkt_point():
     np.testing.assert_allclose(res.inequality, [0.0, -3.5], atol=1e-9)
     assert res.residual_norm < 1e-9
     assert float(res.residual_norm_initial) == 1.0
+
+
+def test_progress_is_reported_from_the_host_and_changes_nothing():
+    """Concrete inputs: the outer loop runs on the host and the callback is called from
+    there (so no program carries a host callback: tests/test_compilation_cache.py checks
+    that a second process compiles none of them), in order, once per inner iteration. The
+    result with a callback is the one without, bit for bit. Under a caller's `jit` the whole
+    optimisation is one program; it iterates alike (the same iterations fused differently;
+    1e-12 as for `multi_start`'s members)."""
+    toy = _toy()
+    settings = AugmentedLagrangian(n_outer=3, n_inner=7)
+    seen = []
+    reported = optimise(toy, jnp.zeros(4), settings, callback=lambda *a: seen.append(a))
+    assert [(int(k), int(j)) for k, j, _, _ in seen] == [(k, j) for k in range(3) for j in range(7)]
+    np.testing.assert_array_equal(
+        [v for _, _, v, _ in seen], reported.history["lagrangian"].ravel()
+    )
+    plain = optimise(toy, jnp.zeros(4), settings)
+    for a, b in zip(jax.tree_util.tree_leaves(reported), jax.tree_util.tree_leaves(plain)):
+        np.testing.assert_array_equal(a, b)
+    traced = jax.jit(lambda p: optimise(toy, p, settings).coefficients)(jnp.zeros(4))
+    np.testing.assert_allclose(traced, plain.coefficients, rtol=0, atol=1e-12)

@@ -63,6 +63,42 @@ def test_where_every_fast_step_succeeds_the_answer_is_imidms():
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-13)
 
 
+def _traces_of_the_run(fn):
+    """How many times `simulate`'s run program was traced while `fn()` ran."""
+    names = []
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            names.append(kw.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        out = fn()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return out, names.count("run")
+
+
+def test_an_eager_call_builds_the_full_settings_only_when_a_member_needs_them():
+    """Concrete inputs: the fast form's program runs first and the full settings' program is
+    built (and run) only if a member had a failed fast step. The answer equals the one
+    program of a caller's `jit` (which builds both) to round-off: the same arithmetic in two
+    differently fused programs (4 ulps of the largest coordinate, 50 steps)."""
+    model, s0 = _ensemble([1.0, 2.0, 3.0])
+    # step counts of no other test in this module: no program of theirs is reused
+    for dt, n_steps, builds in ((0.01, 47, 1), (0.1, 53, 2)):
+        assert (_turn(model, s0, dt).max() > FAST_MAX_ANGLE) == (builds == 2)
+        eager, traced = _traces_of_the_run(lambda: jr.simulate(FAST, model, s0, dt, n_steps))
+        assert traced == builds
+        jitted = jax.jit(lambda s: jr.simulate(FAST, model, s, dt, n_steps, checks="outcome"))(s0)
+        np.testing.assert_array_equal(eager.result, jitted.result)
+        for x, y in zip(
+            jax.tree_util.tree_leaves(eager.states), jax.tree_util.tree_leaves(jitted.states)
+        ):
+            ulp = np.finfo(np.float64).eps * float(jnp.max(jnp.abs(y)))
+            np.testing.assert_allclose(x, y, rtol=0, atol=4 * ulp)
+
+
 def test_members_that_turn_too_far_are_redone_with_the_full_settings():
     """Δt = 0.1: members 0–1 turn by < 0.25 rad per step, 2–3 by more, so their fast steps
     break the series' promise and they are redone: bit for bit the full run. A run with

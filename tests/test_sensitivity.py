@@ -66,6 +66,7 @@ def test_gradients_equal_finite_differences(integrator):
     np.testing.assert_allclose(j_Pi, g_Pi, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow  # 88 s on 2 CPU cores (issue 31: the default suite's time)
 def test_reverse_mode_through_newton_uses_the_implicit_function_theorem():
     """lax.while_loop has no reverse-mode rule: a gradient exists only because the solve's VJP
     comes from the implicit function theorem. Its value does not depend on how many Newton

@@ -29,12 +29,14 @@ each active `gⱼ` keeps its own multiplier, so an active constraint holds at a 
 `ρ` grows unless the combined violation `√(|c|² + |max(g, −μ/ρ)|²)` (the complementarity
 measure of Birgin & Martínez (4.9)) fell below `decrease` times its previous value.
 
-Everything is one pure `jax` program: `lax.scan` over outer and inner iterations (fixed
-counts; an inner iteration whose gradient norm is below `gtol` leaves the iterate unchanged),
-so `optimise` is `jit`-compiled once and `multi_start` is its `vmap` over `K` initial
-coefficient sets. `callback(outer, inner, value, grad_norm)` (optional) is called from the
-compiled program (`jax.debug.callback`) after each inner iteration (for progress bars); under
-`multi_start` once per iteration with arrays of the K starts' values (`_callbacks`).
+Fixed iteration counts (an inner iteration whose gradient norm is below `gtol` leaves the
+iterate unchanged), so everything is pure `jax`: for concrete inputs the outer loop runs on
+the host, one compiled program per outer iteration (`lax.scan` over the inner ones; the same
+program every time), and `multi_start` is its `vmap` over `K` initial coefficient sets.
+`callback(outer, inner, value, grad_norm)` (optional, for progress bars) is called from the
+host after each outer iteration, once per inner iteration in order; under `multi_start` with
+arrays of the K starts' values. Traced inputs (a caller's `jit`, `vmap` or `grad`) run as one
+program, `lax.scan` over the outer iterations too, the callback called from the program.
 """
 
 from __future__ import annotations
@@ -45,10 +47,12 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
 
 from .._callbacks import host_callback
+from .._checks import is_concrete
 from .._input_checks import reported_in_outcome
 from ..compilation_cache import ensure_compilation_cache
 
@@ -126,54 +130,116 @@ def _infeasibility(c, g):
     return jnp.sqrt(jnp.dot(c, c) + jnp.dot(gp, gp))
 
 
-def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
-    opt = settings.optimiser()
-    dtype = p0.dtype
+def _initial(objective, p0, settings: AugmentedLagrangian):
+    """The outer loop's first carry `(p, λ, μ, ρ, |c|)` and `f(p₀)`."""
     f0, c0, g0 = _evaluate(objective, p0)
-    lam0, mu0 = jnp.zeros_like(c0), jnp.zeros_like(g0)
-    rho0 = jnp.asarray(settings.rho0, dtype)
+    rho0 = jnp.asarray(settings.rho0, p0.dtype)
+    return (p0, jnp.zeros_like(c0), jnp.zeros_like(g0), rho0, _infeasibility(c0, g0)), f0
 
-    def outer(carry, k):
-        p, lam, mu, rho, vnorm_prev = carry
 
-        def lagrangian(p):
-            f, c, g = _evaluate(objective, p)
-            phr = jnp.sum(jnp.square(jnp.maximum(mu + rho * g, 0.0)) - mu * mu) / (2 * rho)
-            return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
+def _outer(objective, settings: AugmentedLagrangian, callback, carry, k):
+    """One multiplier update: `n_inner` iterations on (AL)+(PHR), then λ, μ and ρ."""
+    opt = settings.optimiser()
+    p, lam, mu, rho, vnorm_prev = carry
 
-        value_and_grad = optax.value_and_grad_from_state(lagrangian)
-
-        def inner(carry, j):
-            p, state = carry
-            value, grad = value_and_grad(p, state=state)
-            gnorm = jnp.sqrt(jnp.sum(grad * grad))
-            updates, new_state = opt.update(
-                grad, state, p, value=value, grad=grad, value_fn=lagrangian
-            )
-            new_p = optax.apply_updates(p, updates)
-            done = (gnorm <= settings.gtol) | ~jnp.isfinite(value)
-            p, state = _where_tree(done, (p, state), (new_p, new_state))
-            if callback is not None:
-                host_callback(callback, k, j, value, gnorm)
-            return (p, state), (value, gnorm)
-
-        (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
+    def lagrangian(p):
         f, c, g = _evaluate(objective, p)
-        v = jnp.maximum(g, -mu / rho)
-        vnorm = jnp.sqrt(jnp.dot(c, c) + jnp.dot(v, v))
-        lam = lam + rho * c
-        mu = jnp.maximum(mu + rho * g, 0.0)
-        grow = vnorm > settings.decrease * vnorm_prev
-        rho = jnp.where(grow, jnp.minimum(rho * settings.growth, settings.rho_max), rho)
-        return (p, lam, mu, rho, vnorm), (values, gnorms, f, _infeasibility(c, g))
+        phr = jnp.sum(jnp.square(jnp.maximum(mu + rho * g, 0.0)) - mu * mu) / (2 * rho)
+        return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
 
-    cnorm0 = _infeasibility(c0, g0)
-    (p, lam, mu, rho, _), (values, gnorms, fs, cnorms) = lax.scan(
-        outer, (p0, lam0, mu0, rho0, cnorm0), jnp.arange(settings.n_outer)
-    )
+    value_and_grad = optax.value_and_grad_from_state(lagrangian)
+
+    def inner(carry, j):
+        p, state = carry
+        value, grad = value_and_grad(p, state=state)
+        gnorm = jnp.sqrt(jnp.sum(grad * grad))
+        updates, new_state = opt.update(grad, state, p, value=value, grad=grad, value_fn=lagrangian)
+        new_p = optax.apply_updates(p, updates)
+        done = (gnorm <= settings.gtol) | ~jnp.isfinite(value)
+        p, state = _where_tree(done, (p, state), (new_p, new_state))
+        if callback is not None:
+            host_callback(callback, k, j, value, gnorm)
+        return (p, state), (value, gnorm)
+
+    (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
+    f, c, g = _evaluate(objective, p)
+    v = jnp.maximum(g, -mu / rho)
+    vnorm = jnp.sqrt(jnp.dot(c, c) + jnp.dot(v, v))
+    lam = lam + rho * c
+    mu = jnp.maximum(mu + rho * g, 0.0)
+    grow = vnorm > settings.decrease * vnorm_prev
+    rho = jnp.where(grow, jnp.minimum(rho * settings.growth, settings.rho_max), rho)
+    return (p, lam, mu, rho, vnorm), (values, gnorms, f, _infeasibility(c, g))
+
+
+def _final(objective, carry, history, f0, cnorm0):
+    """The result from the last carry and the outer iterations' stacked history."""
+    p, lam, mu, rho, _ = carry
+    values, gnorms, fs, cnorms = history
     f, c, g = _evaluate(objective, p)
     history = {"lagrangian": values, "grad_norm": gnorms, "cost": fs, "residual_norm": cnorms}
     return OptimiseResult(p, f, c, _infeasibility(c, g), lam, rho, history, f0, cnorm0, g, mu)
+
+
+def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
+    """The whole optimisation as one program (`lax.scan` over the outer iterations): for a
+    caller's `jit`, `vmap` or `grad` around `optimise`."""
+    carry, f0 = _initial(objective, p0, settings)
+    cnorm0 = carry[4]
+    carry, history = lax.scan(
+        lambda carry, k: _outer(objective, settings, callback, carry, k),
+        carry,
+        jnp.arange(settings.n_outer),
+    )
+    return _final(objective, carry, history, f0, cnorm0)
+
+
+def _mapped(fn, batched):
+    return jax.vmap(fn) if batched else fn
+
+
+@eqx.filter_jit
+def _initial_program(objective, p0, settings, batched):
+    # a value check failing inside the optimiser's own programs makes the iterate's
+    # objective NaN (reported, not raised): the programs then have no host callback and
+    # JAX's persistent cache keeps them; p0 is checked before
+    with reported_in_outcome():
+        return _mapped(lambda p: _initial(objective, p, settings), batched)(p0)
+
+
+@eqx.filter_jit
+def _outer_program(objective, settings, carry, k, batched):
+    with reported_in_outcome():
+        return _mapped(lambda c: _outer(objective, settings, None, c, k), batched)(carry)
+
+
+@eqx.filter_jit
+def _final_program(objective, carry, history, f0, cnorm0, batched):
+    axis = 1 if batched else 0  # scan's layout: (K, n_outer, ...) under multi_start
+    history = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs, axis=axis), *history)
+    with reported_in_outcome():
+        return _mapped(lambda *a: _final(objective, *a), batched)(carry, history, f0, cnorm0)
+
+
+def _host_driven(objective, p0, settings, callback, batched):
+    """Concrete inputs: the outer loop runs on the host, one compiled program per outer
+    iteration (the same program each time), and `callback` is called from the host after
+    each with that iteration's inner values. No program carries a host callback, so JAX's
+    persistent cache keeps all three (a progress bar in the program made it uncacheable)."""
+    carry, f0 = _initial_program(objective, p0, settings, batched)
+    cnorm0 = carry[4]
+    history = []
+    for k in range(settings.n_outer):
+        carry, out = _outer_program(objective, settings, carry, jnp.asarray(k, jnp.int32), batched)
+        history.append(out)
+        if callback is not None:
+            values, gnorms = np.asarray(out[0]), np.asarray(out[1])
+            for j in range(settings.n_inner):
+                # under multi_start the counters come as arrays of K equal values, as from
+                # the program's callback under `vmap`
+                kj = (np.full(p0.shape[0], k), np.full(p0.shape[0], j)) if batched else (k, j)
+                callback(*kj, values[..., j], gnorms[..., j])
+    return _final_program(objective, carry, tuple(history), f0, cnorm0, batched)
 
 
 def _check_p0(objective, p0):
@@ -196,24 +262,25 @@ def optimise(
 
     `objective(p) -> (f (), c (k,))` or `(f, c, g (m,))`, a pure function (an
     `equinox.Module`, e.g. a `ControlProblem`, so that its arrays are traced, not baked
-    in); `p0` an array (any shape, e.g. `(M, n)` coefficients). `jit`-compiled
-    (`equinox.filter_jit`); returns an `OptimiseResult`. NaN or inf in `p0` raises
-    `ValueError` (concrete `p0`). Turns on the persistent compilation cache unless JAX has
-    one (`jaxrigid.compilation_cache.ensure_compilation_cache`)."""
+    in); `p0` an array (any shape, e.g. `(M, n)` coefficients). Compiled
+    (`equinox.filter_jit`: for concrete inputs three programs, the start, one outer
+    iteration and the end; one under a caller's trace); returns an `OptimiseResult`. NaN
+    or inf in `p0` raises `ValueError` (concrete `p0`). Turns on the persistent
+    compilation cache unless JAX has one
+    (`jaxrigid.compilation_cache.ensure_compilation_cache`)."""
     ensure_compilation_cache()
     settings = AugmentedLagrangian() if settings is None else settings
     p0 = _check_p0(objective, p0)
     if not isinstance(p0, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(p0))):
         raise ValueError("initial coefficients contain NaN or inf")
+    if is_concrete(objective, p0):
+        return _host_driven(objective, p0, settings, callback, batched=False)
     return _jitted(objective, p0, settings, callback)
 
 
 @eqx.filter_jit
 def _jitted(objective, p0, settings, callback):
-    # a value check failing inside the optimiser's own program makes the iterate's
-    # objective NaN (reported, not raised): the program then has no host callback and
-    # JAX's persistent cache keeps it; p0 is checked before
-    with reported_in_outcome():
+    with reported_in_outcome():  # as in `_initial_program`
         return _optimise(objective, p0, settings, callback)
 
 
@@ -244,7 +311,10 @@ def multi_start(
         raise ValueError(f"p0s needs a leading axis of starts, got shape {p0s.shape}")
     if not bool(jnp.all(jnp.isfinite(p0s))):
         raise ValueError("initial coefficients contain NaN or inf")
-    results = _multi(objective, p0s, settings, callback)
+    if is_concrete(objective, p0s):
+        results = _host_driven(objective, p0s, settings, callback, batched=True)
+    else:
+        results = _multi(objective, p0s, settings, callback)
     feasible = results.residual_norm <= tolerance
     score = jnp.where(feasible, results.cost, jnp.inf)
     best = jnp.where(jnp.any(feasible), jnp.argmin(score), jnp.argmin(results.residual_norm))
