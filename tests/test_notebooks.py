@@ -27,6 +27,9 @@ def test_notebooks_found():
     assert NOTEBOOKS, f"no notebooks in {NOTEBOOK_DIR}"
 
 
+# slow (issue 31): the eight notebooks are about 10 min of one worker, and the default suite
+# overran CI's 90 minutes; they run with `python -m pytest -m slow -q -n auto`
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
