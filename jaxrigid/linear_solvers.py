@@ -85,7 +85,7 @@ class AbstractLinearSolver(eqx.Module):
     @abc.abstractmethod
     def tangent_solve(self, g, y):
         """Exact solve of `g(x) = y` for the linear map `g` (the Jacobian at the root):
-        `lax.custom_root`'s implicit-function gradient. Must be linear (transposable) in `y`."""
+        the implicit-function derivative of `Newton`. Must be linear (transposable) in `y`."""
 
     def norm(self, v):
         """`max |v|`, for the stopping rule."""

@@ -1,7 +1,7 @@
 """Newton's method (jaxrigid.newton) and the closed-form linear algebra behind it (_linalg).
 
 Solves are wrapped in `jax.jit` with the solver configuration static: eager calls of
-`lax.while_loop` / `lax.custom_root` re-trace and re-compile every time.
+`lax.while_loop` and the implicit-derivative rule re-trace and re-compile every time.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_reverse_mode_through_systems_larger_than_3x3(n):
 
 def test_reverse_mode_uses_the_implicit_function_theorem():
     # A plain lax.while_loop is not reverse-differentiable, and Newton iterates in one: that
-    # jax.grad works at all means custom_root's implicit-function VJP is used.
+    # jax.grad works at all means the implicit-function derivative is used.
     def plain(p):
         return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * p), (0, p))[1]
 
@@ -202,6 +202,54 @@ def test_gradient_memory_does_not_grow_with_max_steps():
         temps[max_steps] = stats.temp_size_in_bytes
     # Unrolled or checkpointed iterations would store O(max_steps) iterates (≥ 195 × 24 B).
     assert temps[200] <= temps[5], temps
+
+
+def test_the_residual_is_traced_once_per_solve_forward_and_under_grad():
+    # Build cost (issue 31): the residual's Python code runs once per solve; the loop's
+    # linearisation and the implicit derivative replay that trace. `lax.custom_root` traced it
+    # three times in every forward program (its root, its linearisation, the loop) and a
+    # shape check a fourth; a rule traced eagerly would show up here as a second count.
+    calls = []
+
+    def residual(p):
+        def f(x):
+            calls.append(1)
+            return circle_line(x) * p
+
+        return f
+
+    jax.make_jaxpr(lambda p: Newton().solve(residual(p), jnp.asarray(GUESS))[0])(2.0)
+    assert len(calls) == 1
+    calls.clear()
+    jax.make_jaxpr(jax.grad(lambda p: jnp.sum(Newton().solve(residual(p), jnp.asarray(GUESS))[0])))(
+        2.0
+    )
+    assert len(calls) == 1
+
+
+def test_a_batched_mask_closed_over_by_the_residual_survives_vmap_and_grad():
+    # The residual closes over a boolean that `vmap` batches (RATTLE's chains do): the
+    # implicit-derivative rule takes it as an input. (`jax.closure_convert`, which leaves
+    # non-float values in the closure, failed the RATTLE chain's case of
+    # tests/test_contracts.py with an escaped tracer; this smaller case did not reproduce that,
+    # and checks values and derivatives under both orders of `vmap` and `grad`.)
+    # Root of x² = a (where mask) or x = a: √a or a; d/da = 1/(2√a) or 1.
+    def root(a, mask):
+        def f(x):
+            return jnp.where(mask, x * x - a, x - a)
+
+        return Newton().solve(f, jnp.ones(1) * 2.0)[0][0]
+
+    a = jnp.array([4.0, 4.0])
+    mask = jnp.array([True, False])
+    x = jax.jit(jax.vmap(root))(a, mask)
+    g = jax.jit(jax.vmap(jax.grad(root)))(a, mask)
+    # and `vmap` inside `grad` (an ensemble inside a loss, as `simulate` runs it)
+    g_outer = jax.jit(jax.grad(lambda a: jnp.sum(jax.vmap(root)(a, mask))))(a)
+    np.testing.assert_array_equal(np.asarray(g_outer), np.asarray(g))
+    # converged to the default tolerance eps^(3/4); the derivative is exact at the root
+    np.testing.assert_allclose(np.asarray(x), [2.0, 4.0], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(g), [0.25, 1.0], rtol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
-from .._linalg import cross, dot, matmul
+from .._linalg import components, cross, cross3, dot, matmul
 
 # θ² below which coefficients use their series. With five terms each series is exact to
 # below 1e-17 relative there, and above it the closed forms lose at most eps/θ² ≈ 2e-14
@@ -53,6 +53,39 @@ def vee(W):
 def _eye_like(W):
     """The identity broadcast to `W`'s shape (explicitly: rank promotion may be disabled)."""
     return jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)
+
+
+def _stack_matrix(rows):
+    """A `(..., 3, 3)` matrix from rows of entries `(...)`."""
+    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+
+
+def _rodrigues_entries(w, a, b, identity):
+    """The entries of `[1 +] a ŵ + b ŵ²`, with `ŵ² = w wᵀ − |w|²·1` written out entry by
+    entry: no 3×3 product of `hat` matrices, whose slices of zeros were most of a step's
+    program. `a`, `b`: arrays `(...)` or numbers."""
+    w = components(w)
+    sq = [wk * wk for wk in w]
+    skew = [[None, -w[2], w[1]], [w[2], None, -w[0]], [-w[1], w[0], None]]  # ŵ off the diagonal
+    rows = []
+    for i in range(3):
+        row = []
+        for j in range(3):
+            if i == j:
+                others = [k for k in range(3) if k != i]
+                entry = b * -(sq[others[0]] + sq[others[1]])
+                row.append(1.0 + entry if identity else entry)
+            else:
+                row.append(a * skew[i][j] + b * (w[i] * w[j]))
+        rows.append(row)
+    return rows
+
+
+def _hat_times(u, M):
+    """`hat(u) @ M` for the components `u` and the entries `M` (rows): column j is
+    `u × M[:, j]`."""
+    columns = [cross3(u, [M[0][j], M[1][j], M[2][j]]) for j in range(3)]
+    return [[columns[j][i] for j in range(3)] for i in range(3)]
 
 
 def _poly(x, coeffs):
@@ -195,17 +228,17 @@ def exp(w, max_angle=None):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _exp(w, max_angle):
     a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    W = hat(w)
-    return _eye_like(W) + a[..., None, None] * W + b[..., None, None] * matmul(W, W)
+    return _stack_matrix(_rodrigues_entries(w, a, b, identity=True))
 
 
 @_exp.defjvp
 def _exp_jvp(max_angle, primals, tangents):
     (w,), (dw,) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    W = hat(w)
-    E = _eye_like(W) + a[..., None, None] * W + b[..., None, None] * matmul(W, W)
-    return E, matmul(hat(_dexp_apply(w, dw, b, c)), E)
+    E = _rodrigues_entries(w, a, b, identity=True)
+    return _stack_matrix(E), _stack_matrix(
+        _hat_times(_dexp_terms(components(w), components(dw), b, c), E)
+    )
 
 
 def expm1(w, max_angle=None):
@@ -216,17 +249,18 @@ def expm1(w, max_angle=None):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _expm1(w, max_angle):
     a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    W = hat(w)
-    return a[..., None, None] * W + b[..., None, None] * matmul(W, W)
+    return _stack_matrix(_rodrigues_entries(w, a, b, identity=False))
 
 
 @_expm1.defjvp
 def _expm1_jvp(max_angle, primals, tangents):
     (w,), (dw,) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    W = hat(w)
-    A = a[..., None, None] * W + b[..., None, None] * matmul(W, W)
-    return A, matmul(hat(_dexp_apply(w, dw, b, c)), _eye_like(W) + A)
+    A = _rodrigues_entries(w, a, b, identity=False)
+    E = [[1.0 + A[i][j] if i == j else A[i][j] for j in range(3)] for i in range(3)]
+    return _stack_matrix(A), _stack_matrix(
+        _hat_times(_dexp_terms(components(w), components(dw), b, c), E)
+    )
 
 
 def compose_exp(R, w, max_angle=None):
@@ -240,15 +274,22 @@ def compose_exp(R, w, max_angle=None):
     return R + matmul(R, expm1(w, max_angle))
 
 
-def _dexp_apply(w, v, b, c):
-    wv = cross(w, v)
-    return v + b[..., None] * wv + c[..., None] * cross(w, wv)
+# The helpers below take and return lists of components (`_linalg.components`), so that a
+# chain of cross products slices each vector once and stacks the result once.
+
+
+def _dexp_terms(w, v, b, c):
+    """`dexp(w) v = v + b w×v + c w×(w×v)`."""
+    wv = cross3(w, v)
+    wwv = cross3(w, wv)
+    return [v[k] + b * wv[k] + c * wwv[k] for k in range(3)]
 
 
 def _rotate_minus_v(w, v, a, b):
     """`exp(w) v − v = a w×v + b w×(w×v)`."""
-    wv = cross(w, v)
-    return a[..., None] * wv + b[..., None] * cross(w, wv)
+    wv = cross3(w, v)
+    wwv = cross3(w, wv)
+    return [a * wv[k] + b * wwv[k] for k in range(3)]
 
 
 def rotate_exp(w, v, max_angle=None):
@@ -265,8 +306,9 @@ def rotate_expm1(w, v, max_angle=None):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
 def _rotate_exp(w, v, max_angle, minus_v):
     a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    increment = _rotate_minus_v(w, v, a, b)
-    return increment if minus_v else v + increment
+    v_ = components(v)
+    increment = _rotate_minus_v(components(w), v_, a, b)
+    return jnp.stack(increment if minus_v else [v_[k] + increment[k] for k in range(3)], axis=-1)
 
 
 @functools.partial(_rotate_exp.defjvp, symbolic_zeros=True)
@@ -276,16 +318,21 @@ def _rotate_exp_jvp(max_angle, minus_v, primals, tangents):
     # not computed from zeros
     (w, v), (dw, dv) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    increment = _rotate_minus_v(w, v, a, b)
-    rotated = v + increment
+    w_, v_ = components(w), components(v)
+    increment = _rotate_minus_v(w_, v_, a, b)
+    rotated = [v_[k] + increment[k] for k in range(3)]
     terms = []
     if not isinstance(dw, SymbolicZero):
-        terms.append(cross(_dexp_apply(w, dw, b, c), rotated))
+        terms.append(cross3(_dexp_terms(w_, components(dw), b, c), rotated))
     if not isinstance(dv, SymbolicZero):
-        dv_increment = _rotate_minus_v(w, dv, a, b)
-        terms.append(dv_increment if minus_v else dv + dv_increment)
-    out = increment if minus_v else rotated
-    return out, functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(out)
+        dv_ = components(dv)
+        dv_increment = _rotate_minus_v(w_, dv_, a, b)
+        terms.append(dv_increment if minus_v else [dv_[k] + dv_increment[k] for k in range(3)])
+    out = jnp.stack(increment if minus_v else rotated, axis=-1)
+    if not terms:
+        return out, jnp.zeros_like(out)
+    tangent = [functools.reduce(jnp.add, [term[k] for term in terms]) for k in range(3)]
+    return out, jnp.stack(tangent, axis=-1)
 
 
 def dexp(w, max_angle=None):
@@ -295,9 +342,7 @@ def dexp(w, max_angle=None):
     `exp(w)ᵀ d exp(w)[δ] = hat(dexp(-w) @ δ)`.
     """
     _, b, c = _rodrigues_coefficients(_sq_norm(w), check_max_angle(max_angle))
-    W = hat(w)
-    eye = _eye_like(W)
-    return eye + b[..., None, None] * W + c[..., None, None] * matmul(W, W)
+    return _stack_matrix(_rodrigues_entries(w, b, c, identity=True))
 
 
 def _dexpinv_coefficient(x):
@@ -312,9 +357,7 @@ def _dexpinv_coefficient(x):
 def dexpinv(w):
     """Inverse of `dexp` (Krysl eq. 9): `1 − ½ŵ + (1 − (θ/2)cot(θ/2))/θ² ŵ²`, for θ < 2π."""
     d = _dexpinv_coefficient(_sq_norm(w))
-    W = hat(w)
-    eye = _eye_like(W)
-    return eye - 0.5 * W + d[..., None, None] * matmul(W, W)
+    return _stack_matrix(_rodrigues_entries(w, -0.5, d, identity=True))
 
 
 def dexpinv_apply(w, v):
