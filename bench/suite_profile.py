@@ -1,0 +1,55 @@
+"""Where the test suite's time goes: a pytest plugin that sums JAX's build events per test.
+
+For every test: its wall time and the seconds JAX reports (`jax.monitoring` duration events)
+for tracing, lowering, XLA's compile and persistent-cache lookups. Each process (each xdist
+worker) writes `suite_profile_<worker>.txt` to `--out` (default `bench/results/`): totals per
+event with counts, then one line per test, longest first.
+
+    PYTHONPATH=bench python -m pytest -q -n auto --dist loadfile -p suite_profile
+    PYTHONPATH=bench SUITE_PROFILE_OUT=/tmp/p python -m pytest -q -p suite_profile tests/test_lie.py
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from pathlib import Path
+
+import pytest
+from jax import monitoring
+
+_TOTAL: collections.Counter = collections.Counter()
+_COUNT: collections.Counter = collections.Counter()
+_PER_TEST: dict = {}
+
+
+def _listen(event, duration, **kwargs):
+    _TOTAL[event] += duration
+    _COUNT[event] += 1
+
+
+monitoring.register_event_duration_secs_listener(_listen)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    before, start = dict(_TOTAL), time.perf_counter()
+    yield
+    spent = {k: v - before.get(k, 0.0) for k, v in _TOTAL.items()}
+    _PER_TEST[item.nodeid] = (time.perf_counter() - start, spent)
+
+
+def pytest_sessionfinish(session):
+    out = Path(os.environ.get("SUITE_PROFILE_OUT", Path(__file__).parent / "results"))
+    out.mkdir(parents=True, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    lines = [
+        f"{_TOTAL[k]:9.2f} s {_COUNT[k]:6d}  {k}" for k in sorted(_TOTAL, key=_TOTAL.get)[::-1]
+    ]
+    lines.append("")
+    for nodeid, (wall, spent) in sorted(_PER_TEST.items(), key=lambda kv: -kv[1][0]):
+        top = sorted(((v, k) for k, v in spent.items() if v > 0.05), reverse=True)[:4]
+        events = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.1f}" for v, k in top)
+        lines.append(f"{wall:7.1f} s {nodeid}  {events}")
+    (out / f"suite_profile_{worker}.txt").write_text("\n".join(lines) + "\n")
