@@ -34,6 +34,11 @@ def entries(A):
     return [components(lax.index_in_dim(A, i, axis, keepdims=False)) for i in range(A.shape[-2])]
 
 
+def stack_entries(rows):
+    """The `(..., m, n)` matrix of rows of entries `(...)` (the inverse of `entries`)."""
+    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+
+
 def _sum_of_products(pairs):
     return functools.reduce(lambda s, ab: s + ab[0] * ab[1], pairs[1:], pairs[0][0] * pairs[0][1])
 
@@ -65,8 +70,7 @@ def matmul(A, B):
     """`A @ B` for `(..., m, k)` and `(..., k, n)`."""
     a = entries(A)
     b_cols = list(zip(*entries(B)))
-    rows = [jnp.stack([_sum_of_products(list(zip(r, c))) for c in b_cols], axis=-1) for r in a]
-    return jnp.stack(rows, axis=-2)
+    return stack_entries([[_sum_of_products(list(zip(r, c))) for c in b_cols] for r in a])
 
 
 def det3(A):
@@ -129,8 +133,7 @@ def inv3(A):
     # one division and nine products, not nine divisions (a division costs several products)
     # (scaling the stacked matrix, not entry by entry: measured bit-identical across batch
     # shapes, where the entry-wise form differed by an ulp between (20,) and (4, 5) batches)
-    adj = jnp.stack([jnp.stack(row, axis=-1) for row in adj], axis=-2)
-    return adj * (1.0 / det)[..., None, None]
+    return stack_entries(adj) * (1.0 / det)[..., None, None]
 
 
 def solve(A, b):

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
-from .._linalg import components, cross, cross3, dot, matmul
+from .._linalg import components, cross, cross3, dot, matmul, stack_entries
 
 # θ² below which coefficients use their series. With five terms each series is exact to
 # below 1e-17 relative there, and above it the closed forms lose at most eps/θ² ≈ 2e-14
@@ -53,11 +53,6 @@ def vee(W):
 def _eye_like(W):
     """The identity broadcast to `W`'s shape (explicitly: rank promotion may be disabled)."""
     return jnp.broadcast_to(jnp.eye(3, dtype=W.dtype), W.shape)
-
-
-def _stack_matrix(rows):
-    """A `(..., 3, 3)` matrix from rows of entries `(...)`."""
-    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
 
 
 def _rodrigues_entries(w, a, b, identity):
@@ -228,7 +223,7 @@ def exp(w, max_angle=None):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _exp(w, max_angle):
     a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    return _stack_matrix(_rodrigues_entries(w, a, b, identity=True))
+    return stack_entries(_rodrigues_entries(w, a, b, identity=True))
 
 
 @_exp.defjvp
@@ -236,7 +231,7 @@ def _exp_jvp(max_angle, primals, tangents):
     (w,), (dw,) = primals, tangents
     a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
     E = _rodrigues_entries(w, a, b, identity=True)
-    return _stack_matrix(E), _stack_matrix(
+    return stack_entries(E), stack_entries(
         _hat_times(_dexp_terms(components(w), components(dw), b, c), E)
     )
 
@@ -249,7 +244,7 @@ def expm1(w, max_angle=None):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _expm1(w, max_angle):
     a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
-    return _stack_matrix(_rodrigues_entries(w, a, b, identity=False))
+    return stack_entries(_rodrigues_entries(w, a, b, identity=False))
 
 
 @_expm1.defjvp
@@ -258,7 +253,7 @@ def _expm1_jvp(max_angle, primals, tangents):
     a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
     A = _rodrigues_entries(w, a, b, identity=False)
     E = [[1.0 + A[i][j] if i == j else A[i][j] for j in range(3)] for i in range(3)]
-    return _stack_matrix(A), _stack_matrix(
+    return stack_entries(A), stack_entries(
         _hat_times(_dexp_terms(components(w), components(dw), b, c), E)
     )
 
@@ -342,7 +337,7 @@ def dexp(w, max_angle=None):
     `exp(w)ᵀ d exp(w)[δ] = hat(dexp(-w) @ δ)`.
     """
     _, b, c = _rodrigues_coefficients(_sq_norm(w), check_max_angle(max_angle))
-    return _stack_matrix(_rodrigues_entries(w, b, c, identity=True))
+    return stack_entries(_rodrigues_entries(w, b, c, identity=True))
 
 
 def _dexpinv_coefficient(x):
@@ -357,7 +352,7 @@ def _dexpinv_coefficient(x):
 def dexpinv(w):
     """Inverse of `dexp` (Krysl eq. 9): `1 − ½ŵ + (1 − (θ/2)cot(θ/2))/θ² ŵ²`, for θ < 2π."""
     d = _dexpinv_coefficient(_sq_norm(w))
-    return _stack_matrix(_rodrigues_entries(w, -0.5, d, identity=True))
+    return stack_entries(_rodrigues_entries(w, -0.5, d, identity=True))
 
 
 def dexpinv_apply(w, v):
