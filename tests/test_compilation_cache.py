@@ -176,3 +176,31 @@ def test_the_suite_shares_one_cache_directory():
     """The test run's cache is on, in the directory the controller chose for all workers."""
     assert jax.config.jax_compilation_cache_dir
     assert Path(jax.config.jax_compilation_cache_dir) == compilation_cache.cache_dir()
+
+
+def test_another_step_count_with_as_many_saves_builds_nothing():
+    """A concrete call's program depends on the number of saved states, not on the steps
+    between them (an input of the program): a second `n_steps` with as many saves compiles
+    nothing and equals the run that a caller's `jit` builds for exactly that count."""
+    model, states = _ensemble(3)
+    compiles = []
+
+    def listen(event, seconds, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(seconds)
+
+    jr.simulate(jr.IMIDM(), model, states, 0.01, 40, save_every=20)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        sol = jr.simulate(jr.IMIDM(), model, states, 0.01, 60, save_every=30)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == []
+    np.testing.assert_allclose(np.asarray(sol.ts), [0.0, 0.3, 0.6], rtol=0, atol=1e-15)
+    traced = jax.jit(
+        lambda s: jr.simulate(jr.IMIDM(), model, s, 0.01, 60, save_every=30, checks="outcome")
+    )(states)
+    for a, b in zip(
+        jax.tree_util.tree_leaves(sol.states), jax.tree_util.tree_leaves(traced.states)
+    ):
+        np.testing.assert_array_equal(a, b)

@@ -1,0 +1,271 @@
+"""The compiled run behind `simulate`: one program per number of saves, ensemble layout and
+method form, that flattens the members, runs each (`_run_one`: a scan of saved segments, each
+a scan or — in a direct call — a loop of a traced number of steps), takes IMIDM-like methods'
+fast form first (`_fast_first` in one program under a caller's `jit`; `_fast_then_full`, two
+programs chosen on the host, for concrete inputs), and assembles the `Solution`."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import results
+from .compensated import Compensated, value_of
+from .results import RESULTS, Outcome
+
+
+class Solution(NamedTuple):
+    """`ts (n_save,)`; `states`: leaves `(*ensemble, n_save, *event)` (or what `save`
+    returned); `final_state` (for a `Compensated` run, `states` are the rounded values and
+    `final_state` the `Compensated` pair to continue from); `outcome`, over the whole run
+    (`(*ensemble,)` leaves), and `outcome_per_save` (`(*ensemble, n_save − 1)` leaves);
+    `observations`, the observer's final carry (`None` without an observer); `solver_state`,
+    the integrator's final solver state (leaves `(*ensemble, ...)`): pass it as
+    `simulate(..., solver_state0=...)` with `final_state` to continue a run exactly as if it
+    had not been split (a compensated method's rounding error, Newton's warm start).
+
+    `result` is `outcome.result`. `newton` and `newton_per_save` are the names of one release
+    ago for `outcome` and `outcome_per_save` (kept for one release)."""
+
+    ts: jax.Array
+    states: Any
+    final_state: Any
+    outcome: Outcome
+    outcome_per_save: Outcome
+    observations: Any = None
+    solver_state: Any = None
+
+    @property
+    def result(self) -> jax.Array:
+        return self.outcome.result
+
+    @property
+    def newton(self) -> Outcome:
+        return self.outcome
+
+    @property
+    def newton_per_save(self) -> Outcome:
+        return self.outcome_per_save
+
+
+def _scan(f, init, length: int, checkpoint: bool):
+    """`lax.scan(f, init, None, length)`; with `checkpoint`, as ⌈length/b⌉ rematerialised
+    blocks of `b ≈ √length` steps, so that a reverse pass stores O(√length) carries instead of
+    every step's residuals (Griewank's two-level checkpointing)."""
+    if not checkpoint or length < 4:
+        return lax.scan(f, init, None, length=length)
+    b = _block_length(length)
+    q, r = divmod(length, b)
+
+    def block(carry, _):
+        return lax.scan(f, carry, None, length=b)
+
+    # prevent_cse=False: inside a scan, CSE across iterations is impossible anyway (jax docs)
+    carry, ys = lax.scan(jax.checkpoint(block, prevent_cse=False), init, None, length=q)
+    ys = jax.tree_util.tree_map(lambda y: y.reshape((q * b,) + y.shape[2:]), ys)
+    if r:
+        carry, tail = lax.scan(f, carry, None, length=r)
+        ys = jax.tree_util.tree_map(lambda a, c: jnp.concatenate([a, c]), ys, tail)
+    return carry, ys
+
+
+def _block_length(length: int) -> int:
+    """A divisor of `length` within a factor 2 of √length where there is one, so that no
+    remainder scan (a second copy of the step to compile) is needed; else ⌈√length⌉."""
+    root = math.isqrt(length)
+    for b in range(max(root, 1), 2 * root + 1):
+        if length % b == 0:
+            return b
+    for b in range(root, max(root // 2, 1) - 1, -1):
+        if length % b == 0:
+            return b
+    return math.isqrt(length - 1) + 1
+
+
+def _finite(state):
+    leaves = jax.tree_util.tree_leaves(value_of(state))
+    return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
+
+
+def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec):
+    n_save, save_every, checkpoint = spec
+    dtype = jax.tree_util.tree_leaves(state0)[0].dtype
+    h = jnp.asarray(dt, dtype)
+    solver_state0 = integrator.init(model, state0, t0, h)
+    if ss0 is not None:
+        _check_solver_state(integrator, solver_state0, ss0)
+        solver_state0 = ss0
+    if observer is not None and obs0 is None:
+        obs0 = observer.init(model, value_of(state0), t0.astype(dtype))
+
+    def kept(k, state):
+        value = value_of(state)
+        return value if save is None else save((t0 + k * dt).astype(dtype), value)
+
+    def one(carry, _):
+        s, ss, k, acc, obs = carry
+        t = (t0 + k * dt).astype(dtype)
+        s1, ss1, info = integrator.step(model, s, ss, t, h)
+        if not integrator.implicit:
+            # an explicit step has no solve to report a NaN or inf: never accepted silently.
+            # An implicit step's Newton reports non-finite iterates and residuals itself, so
+            # the hot implicit ensembles do not pay for a second check.
+            result = results.where(~_finite(s1), RESULTS.nonfinite, info.result)
+            info = info._replace(result=result)
+        if observer is not None:
+            obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
+        return (s1, ss1, k + 1, results.accumulate(acc, info, k), obs), None
+
+    def segment(carry, _):
+        state, ss, k0, obs = carry
+        init = (state, ss, k0, results.no_failures(dtype), obs)
+        if isinstance(save_every, int):
+            (state, ss, k1, outcome, obs), _ = _scan(one, init, save_every, checkpoint)
+        else:  # a traced count (a concrete call's program): a loop no derivative goes through
+            step = lambda i, c: one(c, None)[0]  # noqa: E731
+            state, ss, k1, outcome, obs = lax.fori_loop(0, save_every, step, init)
+        return (state, ss, k1, obs), (kept(k1, state), outcome)
+
+    # `segment` itself need not be rematerialised: an outer block's recomputation keeps each
+    # of its ~√n_save segments' ~√save_every block carries, O(√n_steps) in all.
+    init = (state0, solver_state0, jnp.int32(0), obs0)
+    (final, ss, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
+    states = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a[None], b]), kept(0, state0), saved
+    )
+    return states, final, per_save, obs, ss
+
+
+def _check_solver_state(integrator, expected, given) -> None:
+    """`solver_state0` must be what this integrator's `init` makes (one member's)."""
+    describe = lambda x: (  # noqa: E731
+        jax.tree_util.tree_structure(x),
+        [(jnp.shape(a), jnp.result_type(a)) for a in jax.tree_util.tree_leaves(x)],
+    )
+    if describe(expected) != describe(given):
+        raise ValueError(
+            f"solver_state0 is not a solver state of {integrator.name} for this model and "
+            f"state (pass the `solver_state` of a Solution of the same method and ensemble): "
+            f"expected per member {describe(expected)}, got {describe(given)}"
+        )
+
+
+_RUNNERS: dict = {}
+
+
+def _compiled_runner(spec, model_axes, layout):
+    """The jitted run for `spec = (n_save, save_every, checkpoint)`, `model_axes` and
+    `layout = (batch_shape, broadcast, fast)`: the members flattened to one axis, each run by
+    `_run_one` (through `_fast_first` when `fast`), and the `Solution` assembled, all in one
+    program (an eager reshape or reduction would be a small program of its own to build).
+    With `save_every=None` in `spec` the steps per save are the program's last argument,
+    traced (a loop of that many steps: not reverse-differentiable); else that argument is
+    `None`."""
+    key = (
+        spec,
+        layout,
+        jax.tree_util.tree_structure(model_axes),
+        tuple(jax.tree_util.tree_leaves(model_axes)),
+    )
+    if key not in _RUNNERS:
+        batch_shape, broadcast, fast = layout
+        n_save, static_every, checkpoint = spec
+
+        def run(integrator, observer, save, model, state0, obs0, ss0, t0, dt, steps):
+            every = static_every if steps is None else steps
+            dtype = jax.tree_util.tree_leaves(state0)[0].dtype
+            t0 = jnp.asarray(t0, dtype)
+            ts = t0 + jnp.arange(n_save + 1, dtype=dtype) * jnp.asarray(dt, dtype) * every
+            ndims = _event_ndims(model, state0)
+            if broadcast is not None:
+                state0 = jax.tree_util.tree_map(
+                    lambda x: jnp.broadcast_to(x, (broadcast,) + x.shape), state0
+                )
+            if batch_shape:
+                nb, n = len(batch_shape), math.prod(batch_shape)
+                state0 = jax.tree_util.tree_map(
+                    lambda x, e: x.reshape((n,) + x.shape[x.ndim - e :]), state0, ndims
+                )
+                obs0, ss0 = jax.tree_util.tree_map(
+                    lambda x: jnp.reshape(x, (n,) + jnp.shape(x)[nb:]), (obs0, ss0)
+                )
+
+            def solve(method):
+                def f(m, s, o, ss):
+                    return _run_one(
+                        method, observer, save, m, s, o, ss, t0, dt, (n_save, every, checkpoint)
+                    )
+
+                if batch_shape:
+                    f = jax.vmap(f, in_axes=(model_axes, 0, 0, 0))
+                return f(model, state0, obs0, ss0)
+
+            out = _fast_first(integrator, solve) if fast else solve(integrator)
+            if batch_shape:
+                out = jax.tree_util.tree_map(lambda x: x.reshape(batch_shape + x.shape[1:]), out)
+            states, final, per_save, obs, ss = out
+            outcome = results.summarize(per_save, batch_shape)
+            return Solution(ts, states, final, outcome, per_save, obs, ss)
+
+        _RUNNERS[key] = jax.jit(run, static_argnums=2)
+    return _RUNNERS[key]
+
+
+def _event_ndims(model, state0):
+    """The event ranks of the state's leaves (a `Compensated` pair's: twice the model's)."""
+    ndims = model.state_event_ndims()
+    return Compensated(ndims, ndims) if isinstance(state0, Compensated) else ndims
+
+
+def _fast_first(integrator, solve):
+    """`solve(integrator)`, by way of the method's `fast_variant` where it has one: the fast
+    form runs every member; the members of which a step failed are run again with the method
+    itself, and only when there are any (`lax.cond` on the whole ensemble: no cost when every
+    member succeeded). Their outcome is the method's own, so a member the method cannot step
+    still reports its failure."""
+    fast = integrator.fast_variant()
+    if fast is None:
+        return solve(integrator)
+    out = solve(fast)
+    ok = jnp.all(out[2].result == RESULTS.successful, axis=-1)  # per member, over the saves
+
+    def redo():
+        again = solve(integrator)
+        pick = lambda a, b: jnp.where(ok.reshape(ok.shape + (1,) * (a.ndim - ok.ndim)), a, b)  # noqa: E731
+        return jax.tree_util.tree_map(pick, out, again)
+
+    return lax.cond(jnp.all(ok), lambda: out, redo)
+
+
+def _fast_then_full(integrator, spec, model_axes, layout, args):
+    """Concrete inputs: `_fast_first` as two programs chosen on the host. The method's
+    `fast_variant` runs every member; only if a member had a failed step does the method
+    itself run, and its result is kept for exactly those members (`_keep_successful`). The
+    second program is built only when it is needed, not with the first (in one program, as
+    `_fast_first` under a caller's `jit`, both are built every time)."""
+    plain = _compiled_runner(spec, model_axes, layout + (False,))
+    fast = integrator.fast_variant()
+    if fast is None:
+        return plain(integrator, *args)
+    first = plain(fast, *args)
+    if np.all(np.asarray(first.outcome.result) == RESULTS.successful):
+        return first
+    return _keep_successful(first, plain(integrator, *args))
+
+
+@jax.jit
+def _keep_successful(first, full):
+    """Each member's `first` solution where its whole run succeeded, else its `full` one."""
+    ok = first.outcome.result == RESULTS.successful  # the ensemble's shape
+
+    def pick(a, b):
+        return jnp.where(ok.reshape(ok.shape + (1,) * (a.ndim - ok.ndim)), a, b)
+
+    rest = jax.tree_util.tree_map(pick, tuple(first[1:]), tuple(full[1:]))
+    return Solution(first.ts, *rest)
