@@ -334,3 +334,19 @@ def write_results(out_dir, filename, record: dict, t_start=None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(to_json(doc), indent=1))
     return path
+
+
+def jaxpr_census(jaxpr, counts):
+    """Add `jaxpr`'s equations per primitive to the `collections.Counter` `counts`, those of
+    nested jaxprs (loop bodies, branches, custom rules) included; returns `counts`."""
+    import jax
+
+    for eqn in jaxpr.eqns:
+        counts[eqn.primitive.name] += 1
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                    jaxpr_census(sub.jaxpr, counts)
+                elif isinstance(sub, jax.extend.core.Jaxpr):
+                    jaxpr_census(sub, counts)
+    return counts

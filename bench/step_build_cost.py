@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import time
 
+import _common as common
 import jax
 import jax.numpy as jnp
 
@@ -18,17 +19,7 @@ jax.config.update("jax_enable_x64", True)
 import jaxrigid as jr  # noqa: E402
 from jaxrigid.cases import get_case  # noqa: E402
 
-
-def census(jaxpr, counts):
-    for eqn in jaxpr.eqns:
-        counts[eqn.primitive.name] += 1
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (list, tuple)) else [param]:
-                if isinstance(sub, jax.extend.core.ClosedJaxpr):
-                    census(sub.jaxpr, counts)
-                elif isinstance(sub, jax.extend.core.Jaxpr):
-                    census(sub, counts)
-    return counts
+census = common.jaxpr_census
 
 
 case = get_case("krysl-slow-top")

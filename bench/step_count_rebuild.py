@@ -26,9 +26,9 @@ A = p.parse_args()
 
 compiles: list[float] = []
 jax.monitoring.register_event_duration_secs_listener(
-    lambda e, s, **kw: compiles.append(s)
-    if e == "/jax/core/compile/backend_compile_duration"
-    else None
+    lambda e, s, **kw: (
+        compiles.append(s) if e == "/jax/core/compile/backend_compile_duration" else None
+    )
 )
 case = get_case("krysl-torque-free")
 model, one = case.build(case.resolve())

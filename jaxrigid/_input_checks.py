@@ -46,12 +46,16 @@ def _finite(state):
 
 
 def value_checks(integrator, model, state0, t0, dt) -> list[Check]:
-    """`dt`'s, the model's, the initial state's and the method's own (`value_checks`; none
-    for `integrator=None`)."""
+    """`dt`'s and `t0`'s, the model's, the initial state's and the method's own
+    (`value_checks`; none for `integrator=None`)."""
     dt = jnp.asarray(dt)
     if dt.ndim:
         raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
     checks = [Check(~jnp.isfinite(dt) | (dt == 0), "dt must be a finite nonzero scalar", dt)]
+    t0 = jnp.asarray(t0)
+    if t0.ndim:
+        raise ValueError(f"t0 must be a finite scalar, got shape {t0.shape}")
+    checks.append(Check(~jnp.isfinite(t0), "t0 must be a finite scalar", t0))
     checks += model.parameter_checks() + model.state_checks(value_of(state0), t0)
     checks += [] if integrator is None else integrator.value_checks(model)
     if isinstance(state0, Compensated):

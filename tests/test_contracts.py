@@ -166,16 +166,18 @@ def _ensemble(n=4):
         ("indefinite", r"inertia must be positive definite"),
         ("triangle", r"triangle inequality"),
         ("dt_zero", r"dt must be a finite nonzero scalar"),
+        ("t0_nan", r"t0 must be a finite scalar"),
     ],
 )
 def test_bad_values_raise_under_jit_naming_problem_and_member(bad, message):
     model, states = _ensemble()
 
-    def run(inertia, Pi, R, dt):
-        sol = jr.simulate(jr.IMIDM(), jr.RigidBody(inertia), jr.RigidBodyState(R, Pi), dt, 2)
+    def run(inertia, Pi, R, dt, t0=0.0):
+        state = jr.RigidBodyState(R, Pi)
+        sol = jr.simulate(jr.IMIDM(), jr.RigidBody(inertia), state, dt, 2, t0=t0)
         return sol.final_state.Pi
 
-    inertia, Pi, R, dt = model.inertia, states.Pi, states.R, 0.01
+    inertia, Pi, R, dt, t0 = model.inertia, states.Pi, states.R, 0.01, 0.0
     if bad == "nan_state":
         Pi = Pi.at[2, 1].set(jnp.nan)
     elif bad == "scaled_R":
@@ -184,13 +186,15 @@ def test_bad_values_raise_under_jit_naming_problem_and_member(bad, message):
         inertia = jnp.diag(jnp.array([1.0, -1.0, 2.0]))
     elif bad == "triangle":
         inertia = jnp.diag(jnp.array([1.0, 1.0, 3.0]))  # 3 > 1 + 1: no rigid body
+    elif bad == "t0_nan":
+        t0 = float("nan")
     else:
         dt = 0.0
     run(model.inertia, states.Pi, states.R, 0.01)  # the good values run
     with pytest.raises(Exception, match=message):
-        jax.block_until_ready(jax.jit(run)(inertia, Pi, R, dt))
+        jax.block_until_ready(jax.jit(run)(inertia, Pi, R, dt, t0))
     with pytest.raises(ValueError, match=message):  # and eagerly, as a plain ValueError
-        run(inertia, Pi, R, dt)
+        run(inertia, Pi, R, dt, t0)
 
 
 # ---------------------------------------------------------------------------------------------

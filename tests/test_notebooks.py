@@ -1,50 +1,18 @@
-"""Execute every notebook in notebooks/ and fail on any cell error.
-
-Each notebook runs top to bottom in a fresh `python3` kernel whose working directory is a
-temporary directory, so a notebook that writes files cannot litter the repository. A notebook
-must configure JAX itself (e.g. `jax.config.update("jax_enable_x64", True)` in its first code
-cell): the kernel is a separate process and sees none of this test session's settings
-(conftest.py), and `JAX_ENABLE_X64` is removed from the kernel's environment so that a notebook
-relying on it fails here rather than only on machines where it happens to be unset.
-"""
+"""Execute every notebook in notebooks/ and fail on any cell error (`notebook_runner`); the
+rolling ball's two are in `test_notebooks_rolling_ball.py`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-CELL_TIMEOUT_S = 600
+from notebook_runner import NOTEBOOK_DIR, NOTEBOOKS, OTHERS, ROLLING_BALL, execute
 
 
 def test_notebooks_found():
-    assert NOTEBOOKS, f"no notebooks in {NOTEBOOK_DIR}"
+    """Every notebook is executed by exactly one of the two files."""
+    assert ROLLING_BALL and OTHERS, f"notebooks missing in {NOTEBOOK_DIR}"
+    assert sorted(ROLLING_BALL + OTHERS) == NOTEBOOKS
 
 
-# slow (issue 31): the eight notebooks are about 10 min of one worker, and the default suite
-# overran CI's 90 minutes; they run with `python -m pytest -m slow -q -n auto`
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", OTHERS, ids=[p.name for p in OTHERS])
 def test_notebook_executes(path, tmp_path, monkeypatch):
-    nb = nbformat.read(path, as_version=4)
-    # The kernel inherits this process's environment.
-    monkeypatch.delenv("JAX_ENABLE_X64", raising=False)
-    monkeypatch.delenv("JAXRIGID_NB_SAVE", raising=False)  # no figure files in tests
-    monkeypatch.delenv("MPLBACKEND", raising=False)  # figures render inline, as for a reader
-    client = nbclient.NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-        allow_errors=False,
-    )
-    try:
-        client.execute(cwd=str(tmp_path))
-    except nbclient.exceptions.CellExecutionError as error:
-        pytest.fail(f"{path.name}: a cell raised\n{error}", pytrace=False)
+    execute(path, tmp_path, monkeypatch)

@@ -1,6 +1,8 @@
 """The driver: batched runs equal unbatched ones member by member, parameter sweeps by
 `model_axes`, saving, jit = eager, dtype kept, and the boundary errors."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,6 +131,10 @@ def test_bad_inputs_raise_clear_errors():
         jr.simulate(jr.IMIDM(), model, s0, 0.0, 10)
     with pytest.raises(ValueError, match="dt must be a finite nonzero"):
         jr.simulate(jr.IMIDM(), model, s0, float("nan"), 10)
+    with pytest.raises(ValueError, match="t0 must be a finite scalar"):
+        jr.simulate(jr.IMIDM(), model, s0, 0.01, 10, t0=float("inf"))
+    with pytest.raises(ValueError, match=r"t0 must be a finite scalar, got shape \(2,\)"):
+        jr.simulate(jr.IMIDM(), model, s0, 0.01, 10, t0=jnp.zeros(2))
     with pytest.raises(ValueError, match="n_steps"):
         jr.simulate(jr.IMIDM(), model, s0, 0.01, 0)
     with pytest.raises(ValueError, match="n_steps must be a positive integer, got True"):
@@ -283,7 +289,9 @@ def test_a_run_continued_from_its_solver_state_equals_the_unsplit_run(which, spl
     every = (lambda k: k) if compensated else (lambda k: 1)  # noqa: E731
     whole = jr.simulate(integrator, model, state0, dt, n, save_every=every(n))
     first = jr.simulate(integrator, model, state0, dt, split, save_every=every(split))
-    rest = jr.simulate(
+    # the same continuation with its solver state, and without (a restart from `init`)
+    continued = functools.partial(
+        jr.simulate,
         integrator,
         model,
         first.final_state,
@@ -291,8 +299,8 @@ def test_a_run_continued_from_its_solver_state_equals_the_unsplit_run(which, spl
         n - split,
         t0=split * dt,
         save_every=every(n - split),
-        solver_state0=first.solver_state,
     )
+    rest = continued(solver_state0=first.solver_state)
     for a, b in zip(
         jax.tree_util.tree_leaves(whole.final_state), jax.tree_util.tree_leaves(rest.final_state)
     ):
@@ -301,15 +309,7 @@ def test_a_run_continued_from_its_solver_state_equals_the_unsplit_run(which, spl
         jax.tree_util.tree_leaves(whole.solver_state), jax.tree_util.tree_leaves(rest.solver_state)
     ):
         np.testing.assert_array_equal(a, b)
-    restart = jr.simulate(
-        integrator,
-        model,
-        first.final_state,
-        dt,
-        n - split,
-        t0=split * dt,
-        save_every=every(n - split),
-    )
+    restart = continued()
     if not compensated:
         # Gauss6: each step's Newton iterations are the unsplit run's, and a restart from
         # `init` (predictor start) takes more on its first step, so the warm start was used

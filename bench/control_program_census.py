@@ -1,0 +1,70 @@
+"""Why `jaxrigid control reach-point` builds slowly (issue 31): the size of one outer
+iteration of the optimiser (`control.optimise._outer`: `n_inner` L-BFGS iterations with
+optax's zoom line search, then the multiplier update) against one evaluation of the
+augmented Lagrangian and one `jax.value_and_grad` of it — jaxpr equations (nested jaxprs
+counted) and `scan`s, and the outer iteration's trace seconds. The ratio says how many copies
+of the gradient program the outer iteration carries (each call site is traced and compiled
+anew; XLA inlines them all).
+
+    python bench/control_program_census.py [--problem reach-point]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import time
+
+import _common as common
+import jax
+import jax.numpy as jnp
+
+jax.config.update("jax_enable_x64", True)
+
+from jaxrigid.control.problems import default_settings, get_problem, initial_guesses  # noqa: E402
+
+O = importlib.import_module("jaxrigid.control.optimise")  # the module, not the function
+
+p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+p.add_argument("--problem", default="reach-point")
+A = p.parse_args()
+
+
+census = common.jaxpr_census
+
+
+problem = get_problem(A.problem)
+settings = default_settings(A.problem)
+p0 = initial_guesses(problem, 1)[0]
+carry, _ = O._initial_program(problem, p0, settings, False)
+p, lam, mu, rho, _ = carry
+
+
+def lagrangian(p):
+    f, c, g = O._evaluate(problem, p)
+    phr = jnp.sum(jnp.square(jnp.maximum(mu + rho * g, 0.0)) - mu * mu) / (2 * rho)
+    return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
+
+
+rows = {}
+for name, fn in [
+    ("lagrangian", lagrangian),
+    ("value_and_grad", jax.value_and_grad(lagrangian)),
+    ("outer iteration", lambda c: O._outer(problem, settings, None, c, jnp.int32(0))),
+]:
+    arg = carry if name == "outer iteration" else p
+    jax.clear_caches()  # each traced from scratch
+    t = time.process_time()
+    jaxpr = jax.make_jaxpr(fn)(arg)
+    seconds = time.process_time() - t
+    c = census(jaxpr.jaxpr, collections.Counter())
+    rows[name] = sum(c.values())
+    print(
+        f"{name:16s} {rows[name]:6d} equations, {c['scan']:3d} scans, {c['while']} while, "
+        f"{c['cond']} cond; trace {seconds:.1f} s (process)"
+    )
+print(
+    f"{A.problem}: n_inner {settings.n_inner}; the outer iteration is "
+    f"{rows['outer iteration'] / rows['value_and_grad']:.2f} value_and_grads in equations"
+)
