@@ -15,12 +15,14 @@ The outcome is returned as data (`NewtonInfo`), never raised: callers decide (DE
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.extend
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .linear_solvers import AbstractLinearSolver, Auto
@@ -95,6 +97,25 @@ class Newton(eqx.Module):
     linear_solver: AbstractLinearSolver = eqx.field(default=Auto(), static=True)
 
     def __check_init__(self):
+        # a zero budget or a NaN/negative tolerance would report every step failed (or never
+        # converged) at run time, far from the setting that caused it
+        for name in ("max_steps", "peel"):
+            n = getattr(self, name)
+            if not isinstance(n, (int, np.integer)) or isinstance(n, (bool, np.bool_)):
+                raise TypeError(f"Newton({name}=...) must be an integer, got {n!r}")
+        if self.max_steps < 1 or self.peel < 0:
+            raise ValueError(
+                f"Newton needs max_steps >= 1 and peel >= 0, got max_steps={self.max_steps}, "
+                f"peel={self.peel}"
+            )
+        for name in ("rtol", "atol"):
+            tol = getattr(self, name)
+            number = isinstance(tol, (int, float, np.floating)) and not isinstance(tol, bool)
+            if tol is not None and not (number and 0 <= tol < math.inf):
+                raise ValueError(
+                    f"Newton({name}=...) must be a finite tolerance >= 0 or None (the "
+                    f"dtype's default), got {tol!r}"
+                )
         if not isinstance(self.linear_solver, AbstractLinearSolver):
             raise TypeError(
                 "Newton(linear_solver=...) takes a jaxrigid.linear_solvers solver (Auto, "

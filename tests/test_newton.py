@@ -485,3 +485,23 @@ def test_inv3_det3_match_numpy():
     B = jnp.asarray(A[:20].reshape(4, 5, 3, 3))
     np.testing.assert_array_equal(np.asarray(jax.jit(_linalg.inv3)(B)).reshape(20, 3, 3), inv[:20])
     np.testing.assert_array_equal(np.asarray(jax.jit(_linalg.det3)(B)).reshape(20), det[:20])
+
+
+@pytest.mark.parametrize(
+    "settings, error, message",
+    [
+        ({"max_steps": 0}, ValueError, r"max_steps >= 1 and peel >= 0, got max_steps=0, peel=0"),
+        ({"peel": -1}, ValueError, r"max_steps >= 1 and peel >= 0, got max_steps=20, peel=-1"),
+        ({"max_steps": 2.5}, TypeError, r"Newton\(max_steps=...\) must be an integer, got 2.5"),
+        ({"max_steps": True}, TypeError, r"Newton\(max_steps=...\) must be an integer, got True"),
+        ({"rtol": -1e-9}, ValueError, r"Newton\(rtol=...\) must be a finite tolerance >= 0"),
+        ({"atol": float("nan")}, ValueError, r"Newton\(atol=...\) must be a finite tolerance"),
+        ({"atol": float("inf")}, ValueError, r"Newton\(atol=...\) must be a finite tolerance"),
+    ],
+)
+def test_settings_that_could_never_converge_are_refused(settings, error, message):
+    """A zero budget or a negative/NaN tolerance is refused when the settings are made, not
+    reported as every step failing at run time (issue 32)."""
+    with pytest.raises(error, match=message):
+        Newton(**settings)
+    Newton(max_steps=1, peel=1, rtol=0.0, atol=1e-12)  # the edges are valid
