@@ -94,6 +94,10 @@ def _finite(state):
 
 
 def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec):
+    """One member's run for `spec = (n_save, save_every, checkpoint)`: `n_save` segments of
+    `save_every` steps (a static count: a scan, checkpointed; a traced one: a loop), each
+    segment's end kept. Returns `(states, final, per_save outcomes, observations, solver
+    state)`."""
     n_save, save_every, checkpoint = spec
     dtype = jax.tree_util.tree_leaves(state0)[0].dtype
     h = jnp.asarray(dt, dtype)
