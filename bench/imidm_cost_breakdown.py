@@ -46,20 +46,23 @@ import jaxrigid  # noqa: E402
 from jaxrigid import _linalg  # noqa: E402
 from jaxrigid import newton as nw  # noqa: E402
 from jaxrigid.integrators import lie_group  # noqa: E402
-from jaxrigid.lie import so3  # noqa: E402
+from jaxrigid.lie import _rodrigues, so3  # noqa: E402
 
 EXACT = so3._rodrigues_coefficients
 
 
 def no_reduction(x, max_angle=None):
     y = 0.25 * x
-    s = so3._poly(y, so3._SIN_SERIES)
-    a = s * (1.0 - y * so3._poly(y, so3._VERSIN_SERIES))
-    return a, 0.5 * s * s, so3._poly(x, so3._C_SERIES)
+    s = _rodrigues._poly(y, _rodrigues._SIN_SERIES)
+    a = s * (1.0 - y * _rodrigues._poly(y, _rodrigues._VERSIN_SERIES))
+    return a, 0.5 * s * s, _rodrigues._poly(x, _rodrigues._C_SERIES)
 
 
 def five_terms(x, max_angle=None):
-    return tuple(so3._poly(x, c[:5]) for c in (so3._SIN_SERIES, so3._VERSIN_SERIES, so3._C_SERIES))
+    return tuple(
+        _rodrigues._poly(x, c[:5])
+        for c in (_rodrigues._SIN_SERIES, _rodrigues._VERSIN_SERIES, _rodrigues._C_SERIES)
+    )
 
 
 def constant(x, max_angle=None):
