@@ -29,6 +29,12 @@ import numpy as np
 
 from ._callbacks import host_callback
 
+
+def is_integer(n) -> bool:
+    """A Python or NumPy integer, not a bool (`True` is an `int`: a count of one, silently)."""
+    return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+
+
 try:
     from jax.core import Tracer as _Tracer
 except ImportError:  # pragma: no cover - jax versions that moved it

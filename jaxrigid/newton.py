@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._checks import is_integer
 from .linear_solvers import AbstractLinearSolver, Auto
 from .linear_solvers import _value_and_jacobian as _value_and_jacobian
 from .linear_solvers import max_abs as max_abs
@@ -101,7 +102,7 @@ class Newton(eqx.Module):
         # converged) at run time, far from the setting that caused it
         for name in ("max_steps", "peel"):
             n = getattr(self, name)
-            if not isinstance(n, (int, np.integer)) or isinstance(n, (bool, np.bool_)):
+            if not is_integer(n):
                 raise TypeError(f"Newton({name}=...) must be an integer, got {n!r}")
         if self.max_steps < 1 or self.peel < 0:
             raise ValueError(

@@ -103,9 +103,9 @@ def simulate(
     program with one in its persistent cache (`checks="outcome"` avoids it).
     """
     checks = _input_checks.mode(checks)
-    if not _is_count(n_steps) or n_steps < 1:
+    if not _checks.is_integer(n_steps) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
-    if not _is_count(save_every) or save_every < 1 or n_steps % save_every:
+    if not _checks.is_integer(save_every) or save_every < 1 or n_steps % save_every:
         raise ValueError(
             f"save_every must be a positive divisor of n_steps={n_steps}, got {save_every!r}"
         )
@@ -173,11 +173,6 @@ def simulate(
     if throw:
         results.raise_on_failure(solution.outcome, solution.ts[0], dt)
     return solution
-
-
-def _is_count(n) -> bool:
-    """A Python or NumPy integer, not a bool (`True` is an `int`: one step, silently)."""
-    return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
 
 
 def check_integrates(integrator, model) -> None:

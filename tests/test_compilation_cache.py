@@ -196,6 +196,7 @@ def test_another_step_count_with_as_many_saves_builds_nothing():
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     assert compiles == []
+    # the times with the new count of steps per save: t0 + k·dt·30, one rounding each
     np.testing.assert_allclose(np.asarray(sol.ts), [0.0, 0.3, 0.6], rtol=0, atol=1e-15)
     traced = jax.jit(
         lambda s: jr.simulate(jr.IMIDM(), model, s, 0.01, 60, save_every=30, checks="outcome")

@@ -282,6 +282,11 @@ def test_n_steps_instead_of_t_end():
         Sweep("krysl-torque-free", axes=AXES, n_steps=30, t_end=1.0)
     with pytest.raises(ValueError, match="n_steps must be a positive integer"):
         Sweep("krysl-torque-free", axes=AXES, n_steps=0)
+    # a boolean is an int to Python: refused, not taken as one step or a chunk of one
+    with pytest.raises(ValueError, match="n_steps must be a positive integer, got True"):
+        Sweep("krysl-torque-free", axes=AXES, n_steps=True)
+    with pytest.raises(ValueError, match="chunk_size must be a positive integer, got True"):
+        Sweep("krysl-torque-free", axes=AXES, n_steps=30, chunk_size=True)
     with pytest.raises(ValueError, match="two parameters"):
         Circle(("a",), 1.0, 0.0, 1.0, 3)
 

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .._checks import is_integer
+
 __all__ = [
     "AbstractAxis",
     "Circle",
@@ -70,7 +72,7 @@ def _finite(name, *xs):
 
 
 def _count(name, num) -> int:
-    if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1:
+    if not is_integer(num) or num < 1:
         raise ValueError(f"axis {name!r}: num must be a positive integer, got {num!r}")
     return int(num)
 

@@ -40,6 +40,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
+from .._checks import is_integer
 from .axes import AbstractAxis, axis_of
 
 __all__ = ["Keep", "Sweep", "load_spec"]
@@ -122,14 +123,10 @@ class Sweep:
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
         if self.chunk_size is not None and not (
-            isinstance(self.chunk_size, int) and self.chunk_size >= 1
+            is_integer(self.chunk_size) and self.chunk_size >= 1
         ):
             raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
-        if self.n_steps is not None and not (
-            isinstance(self.n_steps, int)
-            and not isinstance(self.n_steps, bool)
-            and self.n_steps >= 1
-        ):
+        if self.n_steps is not None and not (is_integer(self.n_steps) and self.n_steps >= 1):
             raise ValueError(f"n_steps must be a positive integer, got {self.n_steps!r}")
         if self.n_steps is not None and self.t_end is not None:
             raise ValueError("give t_end or n_steps, not both")
