@@ -125,9 +125,10 @@ def test_traced_parameter_and_dt_gradients_jit_and_vmap(family, name, case_name)
     difference to 1e-6 relative: the step h = 1e-4 (relative) leaves O(h²) ≈ 1e-8 truncation
     and Newton's tolerance eps^¾ ≈ 2e-12 over h gives ≈ 2e-8 noise. `jit` = eager to
     round-off (the same compiled runner; 1e-13), `vmap` over the parameter = a loop (1e-12:
-    only the order of reductions may differ)."""
+    only the order of reductions may differ). The `jit` value is the one `jit(value_and_grad)`
+    computes: one program fewer to build than a separate `jit(loss)` (issue 31)."""
     loss, dt = _setup(family, name, case_name)
-    gp, gh = jax.jit(jax.grad(loss, argnums=(0, 1)))(1.0, dt)
+    value, (gp, gh) = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(1.0, dt)
     e = 1e-4
     # the chain's loss is steep in the scale p (its Lennard-Jones σ enters as (pσ)¹²): the
     # central difference's truncation, measured 3.3e-6 relative at 1e-4 and 3.3e-4 at 1e-3
@@ -141,7 +142,7 @@ def test_traced_parameter_and_dt_gradients_jit_and_vmap(family, name, case_name)
     np.testing.assert_allclose(float(gh), float(fd_h), rtol=1e-6, atol=1e-9)
 
     eager = loss(1.0, dt)
-    np.testing.assert_allclose(float(jax.jit(loss)(1.0, dt)), float(eager), rtol=1e-13)
+    np.testing.assert_allclose(float(value), float(eager), rtol=1e-13)
     ps = jnp.array([0.99, 1.0, 1.01])
     batched = jax.jit(jax.vmap(loss, in_axes=(0, None)))(ps, dt)
     looped = [loss(p, dt) for p in (0.99, 1.0, 1.01)]

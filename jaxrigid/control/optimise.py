@@ -1,6 +1,6 @@
-"""Gradient-based optimisation of control coefficients: an augmented Lagrangian around
-`optax` (L-BFGS by default), `jax.grad` through the simulation (issue 14; the model note,
-"Optimal control").
+"""Gradient-based optimisation of control coefficients: an augmented Lagrangian around an
+L-BFGS minimiser (`control.lbfgs`, one evaluation per iteration; or any `optax` method),
+`jax.grad` through the simulation (issue 14; the model note, "Optimal control").
 
 The problem is `min f(p)` subject to `c(p) = 0` (`p` the coefficients, `c` e.g. the terminal
 miss `x(T)[:2] − x*`). Instead of a fixed trade-off `f + w|c|²`, which leaves a miss of order
@@ -9,7 +9,7 @@ Optimization*, 2nd ed., §17.3, Algorithm 17.4)
 
     L_A(p; λ, ρ) = f(p) + λ·c(p) + (ρ/2)|c(p)|²                                         (AL)
 
-is minimised in `p` for fixed `(λ, ρ)` by `n_inner` iterations of an `optax` method, then
+is minimised in `p` for fixed `(λ, ρ)` by `n_inner` iterations of the inner minimiser, then
 
     λ ← λ + ρ c(p),     ρ ← min(growth·ρ, ρ_max) unless |c| fell below `decrease`·|c_prev|
 
@@ -55,6 +55,7 @@ from .._callbacks import host_callback
 from .._checks import is_concrete
 from .._input_checks import reported_in_outcome
 from ..compilation_cache import ensure_compilation_cache
+from . import lbfgs
 
 __all__ = [
     "AugmentedLagrangian",
@@ -66,8 +67,12 @@ __all__ = [
 
 
 class AugmentedLagrangian(eqx.Module):
-    """Settings of (AL). `n_outer` multiplier updates, `n_inner` iterations of `inner`
-    (default `optax.lbfgs()`, zoom line search) per update; `rho0` the first penalty,
+    """Settings of (AL). `n_outer` multiplier updates, `n_inner` iterations of the inner
+    minimiser per update: by default (`inner=None`) `control.lbfgs`, whose iteration is one
+    evaluation of `∇L_A` (its line search is a state of the loop, so the program carries the
+    gradient once); or an `optax` method (`inner=optax.lbfgs()`, whose iterations evaluate
+    as often as its line search needs, ≈ 1.8 times each on `tests/test_control_optimise.py`'s
+    problem); `rho0` the first penalty,
     multiplied by `growth` (up to `rho_max`) when `|c|` did not fall below `decrease` times
     its previous value; `gtol`: an inner iteration with `|∇L_A| ≤ gtol` is skipped."""
 
@@ -85,9 +90,6 @@ class AugmentedLagrangian(eqx.Module):
             raise ValueError("AugmentedLagrangian: n_outer and n_inner must be ≥ 1")
         if not (self.rho0 > 0 and self.growth >= 1 and self.rho_max >= self.rho0):
             raise ValueError("AugmentedLagrangian: needs rho0 > 0, growth ≥ 1, rho_max ≥ rho0")
-
-    def optimiser(self):
-        return optax.lbfgs() if self.inner is None else self.inner
 
 
 class OptimiseResult(NamedTuple):
@@ -139,7 +141,6 @@ def _initial(objective, p0, settings: AugmentedLagrangian):
 
 def _outer(objective, settings: AugmentedLagrangian, callback, carry, k):
     """One multiplier update: `n_inner` iterations on (AL)+(PHR), then λ, μ and ρ."""
-    opt = settings.optimiser()
     p, lam, mu, rho, vnorm_prev = carry
 
     def lagrangian(p):
@@ -147,6 +148,45 @@ def _outer(objective, settings: AugmentedLagrangian, callback, carry, k):
         phr = jnp.sum(jnp.square(jnp.maximum(mu + rho * g, 0.0)) - mu * mu) / (2 * rho)
         return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
 
+    if settings.inner is None:
+        p, values, gnorms = _inner_lbfgs(lagrangian, p, settings, callback, k)
+    else:
+        p, values, gnorms = _inner_optax(lagrangian, p, settings, callback, k)
+    f, c, g = _evaluate(objective, p)
+    v = jnp.maximum(g, -mu / rho)
+    vnorm = jnp.sqrt(jnp.dot(c, c) + jnp.dot(v, v))
+    lam = lam + rho * c
+    mu = jnp.maximum(mu + rho * g, 0.0)
+    grow = vnorm > settings.decrease * vnorm_prev
+    rho = jnp.where(grow, jnp.minimum(rho * settings.growth, settings.rho_max), rho)
+    return (p, lam, mu, rho, vnorm), (values, gnorms, f, _infeasibility(c, g))
+
+
+def _inner_lbfgs(lagrangian, p, settings, callback, k):
+    """`n_inner` iterations of `lbfgs` (one evaluation of `∇L_A` each); per iteration `L_A`
+    and `|∇L_A|` at the iterate after it. An iterate with `|∇L_A| ≤ gtol` stays."""
+    value_and_grad = jax.value_and_grad(lambda x: lagrangian(jnp.reshape(x, p.shape)))
+
+    def inner(state, j):
+        value, grad = value_and_grad(lbfgs.trial_point(state))
+        new = lbfgs.update(state, value, grad)
+        done = state.started & (
+            (jnp.sqrt(jnp.sum(state.g * state.g)) <= settings.gtol) | ~jnp.isfinite(state.f)
+        )
+        state = _where_tree(done, state, new)
+        gnorm = jnp.sqrt(jnp.sum(state.g * state.g))
+        if callback is not None:
+            host_callback(callback, k, j, state.f, gnorm)
+        return state, (state.f, gnorm)
+
+    state, (values, gnorms) = lax.scan(inner, lbfgs.init(p), jnp.arange(settings.n_inner))
+    return jnp.reshape(state.x, p.shape), values, gnorms
+
+
+def _inner_optax(lagrangian, p, settings, callback, k):
+    """`n_inner` iterations of an `optax` method (`settings.inner`); per iteration `L_A` and
+    `|∇L_A|` at the iterate before it."""
+    opt = settings.inner
     value_and_grad = optax.value_and_grad_from_state(lagrangian)
 
     def inner(carry, j):
@@ -162,14 +202,7 @@ def _outer(objective, settings: AugmentedLagrangian, callback, carry, k):
         return (p, state), (value, gnorm)
 
     (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
-    f, c, g = _evaluate(objective, p)
-    v = jnp.maximum(g, -mu / rho)
-    vnorm = jnp.sqrt(jnp.dot(c, c) + jnp.dot(v, v))
-    lam = lam + rho * c
-    mu = jnp.maximum(mu + rho * g, 0.0)
-    grow = vnorm > settings.decrease * vnorm_prev
-    rho = jnp.where(grow, jnp.minimum(rho * settings.growth, settings.rho_max), rho)
-    return (p, lam, mu, rho, vnorm), (values, gnorms, f, _infeasibility(c, g))
+    return p, values, gnorms
 
 
 def _final(objective, carry, history, f0, cnorm0):
