@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import importlib
 import time
 
 import _common as common
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
@@ -51,7 +51,7 @@ def lagrangian(p):
     return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
 
 
-with_optax = eqx.tree_at(lambda s: s.inner, settings, optax.lbfgs(), is_leaf=lambda x: x is None)
+with_optax = dataclasses.replace(settings, inner=optax.lbfgs())
 
 
 def outer(settings):
