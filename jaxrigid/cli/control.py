@@ -22,11 +22,12 @@ they are rail forces uᵢ(t) on masses that are degrees of freedom (`get_problem
 mode="dynamic")`, its own default step and settings), θ, θ̇ simulated and θ̈ from the
 equations of motion.
 
-`--iterations N` is the number of L-BFGS iterations in all: the problem's inner count
-(`default_settings`) per multiplier update, `ceil(N / inner)` updates (an `N` below the inner
-count: one update of `N`). `--starts K`: the problem's own guess (masses at rest) and
-`K − 1` seeded draws (`initial_guesses`, `--seed`). With `--json` it prints
-one JSON object on stdout. Bad input exits with status 2 and one line on stderr.
+`--iterations N` is the number of L-BFGS iterations in all, one gradient evaluation each
+(`control.lbfgs`): the problem's inner count (`default_settings`) per multiplier update,
+`ceil(N / inner)` updates (an `N` below the inner count: one update of `N`). `--starts K`:
+the problem's own guess (masses at rest) and `K − 1` seeded draws (`initial_guesses`,
+`--seed`). With `--json` it prints one JSON object on stdout. Bad input exits with status 2
+and one line on stderr.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("control", help="optimise the rolling ball's controls for a named problem")
     p.add_argument("problem", help="problem name (reach-point, follow-circle, ...)")
     p.add_argument(
-        "--iterations", type=int, help="L-BFGS iterations in all (default: the problem's)"
+        "--iterations",
+        type=int,
+        help="L-BFGS iterations in all, one gradient evaluation each (default: the problem's)",
     )
     p.add_argument("--starts", type=int, default=1, help="initial guesses optimised at once")
     p.add_argument("--method", help="integrator (default RKMK4)")
