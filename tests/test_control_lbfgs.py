@@ -9,14 +9,16 @@ import pytest
 from jaxrigid.control import lbfgs
 
 
-def _minimise(f, x0, n):
+def _minimise(f, x0, n, trials=False):
     """`n` iterations in one `lax.scan` (as `optimise` runs them); the final state and the
-    function's value at each iteration's accepted iterate."""
+    function's value at each iteration's accepted iterate (and, with `trials`, at each
+    iteration's trial point)."""
     value_and_grad = jax.value_and_grad(f)
 
     def body(state, _):
-        state = lbfgs.update(state, *value_and_grad(lbfgs.trial_point(state)))
-        return state, state.f
+        value, grad = value_and_grad(lbfgs.trial_point(state))
+        state = lbfgs.update(state, value, grad)
+        return state, (state.f, value) if trials else state.f
 
     return jax.lax.scan(body, lbfgs.init(jnp.asarray(x0)), None, length=n)
 
@@ -57,15 +59,17 @@ def test_ill_conditioned_quadratic_to_round_off():
 
 def test_an_infinite_trial_is_stepped_back_from():
     """`f = −log(1 − |x|²) + |x − a|²` is +inf (NaN gradient) outside the unit ball; from the
-    origin the first trials overshoot it. The search treats a non-finite trial as too far and
-    shrinks the step: the iterate stays finite and reaches the minimum (|∇f| < 1e-10)."""
+    origin a first trial lands outside (asserted: at least one trial's value is not finite).
+    The search treats a non-finite trial as too far and shrinks the step: every accepted
+    value is finite and the iterate reaches the minimum (|∇f| < 1e-10)."""
     a = jnp.asarray([0.9, 0.3])
 
     def f(x):
         r2 = x @ x
         return jnp.where(r2 < 1, -jnp.log1p(-jnp.minimum(r2, 1.0)), jnp.inf) + (x - a) @ (x - a)
 
-    state, values = jax.jit(_minimise, static_argnums=(0, 2))(f, jnp.zeros(2), 60)
+    state, (values, tried) = jax.jit(_minimise, static_argnums=(0, 2, 3))(f, jnp.zeros(2), 60, True)
+    assert not np.all(np.isfinite(np.asarray(tried)))
     assert np.all(np.isfinite(np.asarray(values)))
     assert np.linalg.norm(state.g) < 1e-10
 

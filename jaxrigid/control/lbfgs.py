@@ -106,7 +106,8 @@ def _cubic_step(a, fa, da, b, fb, db):
     return jnp.clip(c, low + 0.1 * width, high - 0.1 * width)
 
 
-def _where(pred, a, b):
+def where_tree(pred, a, b):
+    """`a` where `pred`, else `b`, leaf by leaf (pytrees of one structure)."""
     return jax.tree_util.tree_map(lambda u, v: jnp.where(pred, u, v), a, b)
 
 
@@ -134,12 +135,14 @@ def update(state: LBFGSState, f_t, g_t, max_trials: int = 20) -> LBFGSState:
     # becomes `lo`, and the old `lo` becomes `hi` where the slope there turns back
     too_far = ~finite | ~armijo | (f_t >= state.f_lo)
     turn = ~too_far & (dphi_t * jnp.where(state.bracketed, state.hi - state.lo, 1.0) >= 0)
-    hi, f_hi, dphi_hi = _where(
+    hi, f_hi, dphi_hi = where_tree(
         too_far,
         (state.alpha, jnp.where(finite, f_t, jnp.inf), jnp.where(finite, dphi_t, 0.0)),
-        _where(turn, (state.lo, state.f_lo, state.dphi_lo), (state.hi, state.f_hi, state.dphi_hi)),
+        where_tree(
+            turn, (state.lo, state.f_lo, state.dphi_lo), (state.hi, state.f_hi, state.dphi_hi)
+        ),
     )
-    lo, f_lo, dphi_lo, g_lo = _where(
+    lo, f_lo, dphi_lo, g_lo = where_tree(
         too_far, (state.lo, state.f_lo, state.dphi_lo, state.g_lo), (state.alpha, f_t, dphi_t, g_t)
     )
     bracketed = state.bracketed | too_far | turn
@@ -161,22 +164,22 @@ def update(state: LBFGSState, f_t, g_t, max_trials: int = 20) -> LBFGSState:
     restart = give_up & ~take_lo
 
     moved = accept | take_lo
-    x_new, f_new, g_new = _where(
+    x_new, f_new, g_new = where_tree(
         accept,
         (x_t, f_t, g_t),
-        _where(take_lo, (state.x + lo * state.d, f_lo, g_lo), (state.x, state.f, state.g)),
+        where_tree(take_lo, (state.x + lo * state.d, f_lo, g_lo), (state.x, state.f, state.g)),
     )
     # the memory takes the new pair where the iterate moved with positive curvature
     s_k, y_k = x_new - state.x, g_new - state.g
     sy = jnp.dot(s_k, y_k)
     push = moved & state.started & (sy > eps * jnp.sqrt(jnp.dot(s_k, s_k) * jnp.dot(y_k, y_k)))
     rho_k = 1.0 / jnp.where(sy > 0, sy, 1.0)
-    s, y, rho = _where(
+    s, y, rho = where_tree(
         push,
         (_roll_in(state.s, s_k), _roll_in(state.y, y_k), _roll_in(state.rho, rho_k)),
         (state.s, state.y, state.rho),
     )
-    s, y, rho = _where(restart, (0 * s, 0 * y, 0 * rho), (s, y, rho))
+    s, y, rho = where_tree(restart, (0 * s, 0 * y, 0 * rho), (s, y, rho))
 
     d_new = direction(g_new, s, y, rho)
     d_new = jnp.where(jnp.dot(d_new, g_new) < 0, d_new, -g_new)
@@ -196,7 +199,7 @@ def update(state: LBFGSState, f_t, g_t, max_trials: int = 20) -> LBFGSState:
         jnp.where(new_search, d_new, state.d),
         jnp.where(new_search, dphi0_new, state.dphi0),
         jnp.where(new_search, first, alpha_next),
-        *_where(new_search, fresh, searching),
+        *where_tree(new_search, fresh, searching),
         s,
         y,
         rho,

@@ -114,10 +114,6 @@ class OptimiseResult(NamedTuple):
     inequality_multipliers: Any = None
 
 
-def _where_tree(pred, a, b):
-    return jax.tree_util.tree_map(lambda x, y: jnp.where(pred, x, y), a, b)
-
-
 def _evaluate(objective, p):
     """`(f, c, g)`: an objective's `(f, c)` gets an empty `g`."""
     out = objective(p)
@@ -173,7 +169,7 @@ def _inner_lbfgs(lagrangian, p, settings, callback, k):
         done = state.started & (
             (jnp.sqrt(jnp.sum(state.g * state.g)) <= settings.gtol) | ~jnp.isfinite(state.f)
         )
-        state = _where_tree(done, state, new)
+        state = lbfgs.where_tree(done, state, new)
         gnorm = jnp.sqrt(jnp.sum(state.g * state.g))
         if callback is not None:
             host_callback(callback, k, j, state.f, gnorm)
@@ -196,7 +192,7 @@ def _inner_optax(lagrangian, p, settings, callback, k):
         updates, new_state = opt.update(grad, state, p, value=value, grad=grad, value_fn=lagrangian)
         new_p = optax.apply_updates(p, updates)
         done = (gnorm <= settings.gtol) | ~jnp.isfinite(value)
-        p, state = _where_tree(done, (p, state), (new_p, new_state))
+        p, state = lbfgs.where_tree(done, (p, state), (new_p, new_state))
         if callback is not None:
             host_callback(callback, k, j, value, gnorm)
         return (p, state), (value, gnorm)
