@@ -1,16 +1,24 @@
 import gc
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
-import jax
-import pytest
+import xla_settings  # noqa: E402  (before jax: XLA reads its flags when a backend starts)
 
-import jaxrigid
+xla_settings.apply_fast_build()
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+import jaxrigid  # noqa: E402
 
 # float64 is the reference precision; accidental rank promotion ((3,) + (n, 3)) must fail loudly.
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# The environment variable is read when jax is first imported, which a plugin may have done.
+jax.config.update("jax_disable_most_optimizations", xla_settings.optimisations_off())
 
 _CACHE_ENV = "JAXRIGID_CACHE_DIR"
 _OWNED_CACHE = "_JAXRIGID_TEST_CACHE_OWNED"
@@ -24,6 +32,36 @@ def pytest_configure(config):
         os.environ[_CACHE_ENV] = tempfile.mkdtemp(prefix="jaxrigid-test-xla-")
         os.environ[_OWNED_CACHE] = "1"
     jaxrigid.enable_compilation_cache()
+    config.addinivalue_line(
+        "markers",
+        "xla_defaults: the property depends on how XLA rounds (bit-for-bit equality of "
+        "differently shaped programs, round-off over long runs): run with XLA's defaults",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked `xla_defaults` runs in a fresh pytest process with XLA's defaults while
+    the suite's fast build is on (its failure message is the child's)."""
+    if not (xla_settings.fast_build_on() and pyfuncitem.get_closest_marker("xla_defaults")):
+        return None
+    root = pyfuncitem.config.rootpath
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    child = subprocess.run(
+        cmd + [pyfuncitem.nodeid],
+        env=xla_settings.defaults_environment(),
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    if child.returncode != 0:
+        pytest.fail(
+            f"with XLA's defaults (a child pytest, exit {child.returncode}):\n"
+            + child.stdout[-6000:]
+            + child.stderr[-2000:],
+            pytrace=False,
+        )
+    return True
 
 
 def pytest_unconfigure(config):

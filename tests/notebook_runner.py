@@ -7,7 +7,9 @@ temporary directory, so a notebook that writes files cannot litter the repositor
 must configure JAX itself (e.g. `jax.config.update("jax_enable_x64", True)` in its first code
 cell): the kernel is a separate process and sees none of this test session's settings
 (conftest.py), and `JAX_ENABLE_X64` is removed from the kernel's environment so that a notebook
-relying on it fails here rather than only on machines where it happens to be unset.
+relying on it fails here rather than only on machines where it happens to be unset. The kernel
+builds its programs with the suite's XLA settings (`xla_settings`), except the notebooks in
+`xla_settings.DEFAULTS_NOTEBOOKS`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import xla_settings
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -33,6 +36,10 @@ def execute(path: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("JAX_ENABLE_X64", raising=False)
     monkeypatch.delenv("JAXRIGID_NB_SAVE", raising=False)  # no figure files in tests
     monkeypatch.delenv("MPLBACKEND", raising=False)  # figures render inline, as for a reader
+    if path.name in xla_settings.DEFAULTS_NOTEBOOKS and xla_settings.fast_build_on():
+        for key, value in xla_settings.defaults_environment().items():
+            monkeypatch.setenv(key, value)  # XLA's defaults (xla_settings)
+        monkeypatch.delenv(xla_settings.FAST_BUILD_ENV, raising=False)
     client = nbclient.NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,

@@ -331,6 +331,7 @@ def long_run(kind, thesis=False, n_steps=LONG_STEPS):
     return model, s0, run(ChainGauss6(), model, s0, LONG_H, n_steps)
 
 
+@pytest.mark.xla_defaults
 @pytest.mark.parametrize("kind", ["c1-c1", "c1-c2"])
 def test_long_run_energy_bounded_and_unit_norm_small_per_body(kind):
     """§3.5's chain (10 tetrahedra, Figures 3.5–3.6), Gauss6, h = 0.01, t = 40, every step

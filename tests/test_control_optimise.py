@@ -80,6 +80,7 @@ def test_reaches_the_kkt_point(inner):
     assert res.cost_initial == toy(jnp.zeros(4))[0]
 
 
+@pytest.mark.xla_defaults
 def test_multi_start_members_equal_single_runs():
     """`multi_start` (vmap) member k = `optimise` from guess k to 1e-12 (the same
     iterations; a batched program may only round differently); the best is the feasible

@@ -105,6 +105,7 @@ def test_avf_quadrature_is_exact_for_the_constraints():
         np.testing.assert_allclose(Ga - G0, -a * Hd[5:6], atol=1e-14)
 
 
+@pytest.mark.xla_defaults
 def test_theorem_5_1_energy_and_spatial_momentum_to_round_off(standard):
     model, state0 = standard
     states = _run(model, state0, 0.05, 1000)

@@ -31,6 +31,7 @@ def _energy_errors(integrator, n_steps, save_every):
     return sol, dE, float(energy[0])
 
 
+@pytest.mark.xla_defaults
 def test_rkmk8_keeps_the_energy_to_round_off_over_1e5_steps():
     """Bound 2e-13 absolute (E₀ = 12.8, so 1.6e-14 relative, ~70 eps): the measured 5.5e-14
     is round-off; an O(h⁸) error or a drift of RKMK4's kind (2.7e-6) would fail it. The last
