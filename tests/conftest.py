@@ -1,24 +1,20 @@
 import gc
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
-import xla_settings  # noqa: E402  (before jax: XLA reads its flags when a backend starts)
+import jax
+import pytest
+import xla_settings
 
-xla_settings.apply_fast_build()
-
-import jax  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxrigid  # noqa: E402
+import jaxrigid
 
 # float64 is the reference precision; accidental rank promotion ((3,) + (n, 3)) must fail loudly.
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
-# The environment variable is read when jax is first imported, which a plugin may have done.
-jax.config.update("jax_disable_most_optimizations", xla_settings.optimisations_off())
 
 _CACHE_ENV = "JAXRIGID_CACHE_DIR"
 _OWNED_CACHE = "_JAXRIGID_TEST_CACHE_OWNED"
@@ -27,7 +23,14 @@ _OWNED_CACHE = "_JAXRIGID_TEST_CACHE_OWNED"
 def pytest_configure(config):
     """One persistent compilation cache for the run, shared by the xdist workers (which
     inherit the controller's environment): a program one worker compiled, the other loads.
-    A fresh directory per run unless `JAXRIGID_CACHE_DIR` names one (then it is kept)."""
+    A fresh directory per run unless `JAXRIGID_CACHE_DIR` names one (then it is kept).
+    XLA's settings (`xla_settings`) go first, before any backend starts: the fast build for
+    the default suite, XLA's defaults where the mark expression selects the slow tests (long
+    runs, where optimised code pays)."""
+    if not re.search(r"(?<!not )\bslow\b", config.getoption("markexpr") or ""):
+        xla_settings.apply_fast_build()
+    # jax reads the variable when it is first imported, which may have been before
+    jax.config.update("jax_disable_most_optimizations", xla_settings.optimisations_off())
     if os.environ.get("PYTEST_XDIST_WORKER") is None and not os.environ.get(_CACHE_ENV):
         os.environ[_CACHE_ENV] = tempfile.mkdtemp(prefix="jaxrigid-test-xla-")
         os.environ[_OWNED_CACHE] = "1"

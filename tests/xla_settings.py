@@ -1,4 +1,5 @@
-"""How the test suite has XLA build its programs (imported by conftest.py before jax).
+"""How the test suite has XLA build its programs (conftest.py applies it in `pytest_configure`,
+before any backend starts, unless the mark expression selects the slow tests).
 
 The suite checks properties of small runs, so XLA's optimisations cost more than they buy:
 XLA's backend optimisation level 0 (`JAX_DISABLE_MOST_OPTIMIZATIONS=1`) and its older
