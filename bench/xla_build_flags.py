@@ -12,8 +12,9 @@ for (results may still differ in the last bit where a different code path rounds
 that environment (each program in fresh worker processes, cold then cached, jaxrigid beside
 diffrax; see compile_cost.py) and its record is kept whole; the table shows each entry's cold
 build and run, and their ratios to `default`. `--suite FILES` also times
-`python -m pytest -q -n 2 --dist loadfile FILES` once per setting (the suite's own conftest
-applies `test` unless `JAXRIGID_TEST_XLA_DEFAULTS=1`, which the other settings set).
+`python -m pytest -q -n 2 --dist loadfile FILES` once per setting (every setting's
+environment carries `JAXRIGID_TEST_XLA_DEFAULTS=1`, so the suite's conftest adds nothing to
+it; tests marked `xla_defaults` still run in a child with XLA's defaults, as in the suite).
 Writes `xla_build_flags_<device>.json`.
 
     python bench/xla_build_flags.py                       # forward, gradient at 1024 x 1000

@@ -37,9 +37,8 @@ def execute(path: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("JAXRIGID_NB_SAVE", raising=False)  # no figure files in tests
     monkeypatch.delenv("MPLBACKEND", raising=False)  # figures render inline, as for a reader
     if path.name in xla_settings.DEFAULTS_NOTEBOOKS and xla_settings.fast_build_on():
-        for key, value in xla_settings.defaults_environment().items():
-            monkeypatch.setenv(key, value)  # XLA's defaults (xla_settings)
-        monkeypatch.delenv(xla_settings.FAST_BUILD_ENV, raising=False)
+        monkeypatch.setenv("XLA_FLAGS", xla_settings.defaults_environment()["XLA_FLAGS"])
+        monkeypatch.delenv(xla_settings.FAST_BUILD_ENV, raising=False)  # XLA's defaults
     client = nbclient.NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,
