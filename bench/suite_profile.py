@@ -3,7 +3,8 @@
 For every test: its wall time and the seconds JAX reports (`jax.monitoring` duration events)
 for tracing, lowering, XLA's compile and persistent-cache lookups. Each process (each xdist
 worker) writes `suite_profile_<worker>.txt` to `--out` (default `bench/results/`): totals per
-event with counts, then one line per test, longest first.
+event with counts, the 40 largest totals per event and jitted function's name, then one line
+per test, longest first.
 
     PYTHONPATH=bench python -m pytest -q -n auto --dist loadfile -p suite_profile
     PYTHONPATH=bench SUITE_PROFILE_OUT=/tmp/p python -m pytest -q -p suite_profile tests/test_lie.py
@@ -22,11 +23,16 @@ from jax import monitoring
 _TOTAL: collections.Counter = collections.Counter()
 _COUNT: collections.Counter = collections.Counter()
 _PER_TEST: dict = {}
+_BY_NAME: collections.Counter = collections.Counter()
+_BY_NAME_COUNT: collections.Counter = collections.Counter()
 
 
 def _listen(event, duration, **kwargs):
     _TOTAL[event] += duration
     _COUNT[event] += 1
+    if "fun_name" in kwargs:  # which jitted function was traced, lowered or compiled
+        _BY_NAME[event, kwargs["fun_name"]] += duration
+        _BY_NAME_COUNT[event, kwargs["fun_name"]] += 1
 
 
 monitoring.register_event_duration_secs_listener(_listen)
@@ -47,6 +53,10 @@ def pytest_sessionfinish(session):
     lines = [
         f"{_TOTAL[k]:9.2f} s {_COUNT[k]:6d}  {k}" for k in sorted(_TOTAL, key=_TOTAL.get)[::-1]
     ]
+    lines.append("")
+    for (event, name), seconds in _BY_NAME.most_common(40):
+        count = _BY_NAME_COUNT[event, name]
+        lines.append(f"{seconds:9.2f} s {count:6d}  {event.rsplit('/', 1)[-1]}  {name}")
     lines.append("")
     for nodeid, (wall, spent) in sorted(_PER_TEST.items(), key=lambda kv: -kv[1][0]):
         top = sorted(((v, k) for k, v in spent.items() if v > 0.05), reverse=True)[:4]

@@ -1,0 +1,147 @@
+"""Build time of derivatives between two commits (issue 31): trace, lower and compile seconds
+of `jit(value_and_grad(loss))` with respect to a model scale `p` and `dt`, a concrete initial
+state (the contract tests' program, 20 steps), and of one ensemble forward program (default
+`IMIDM()`, 1024 torque-free members × 1000 steps), each commit in its own fresh process,
+interleaved (old, new, old, new, ...) so that a change of machine load favours neither.
+
+Design note 36: a scan's derivative and batching rules find which carry leaves have a tangent
+(are batched) by a fixpoint that transforms the step once more for each leaf that gains one;
+a run's carry now starts with every leaf having one. The older commit is checked out into a
+temporary `git worktree` and imported from there by `PYTHONPATH`. Writes
+`results/derivative_build_<device>.json`.
+
+    python bench/derivative_build.py --old 09a4ce8 [--rounds 2]     # ≈ 10 min
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import ROOT, device_tag, log, parser, write_results
+
+PROGRAMS = (  # (method, family, case)
+    ("IMIDM", "rigid_body", "krysl-slow-top"),
+    ("MKRK", "rigid_body", "krysl-slow-top"),
+    ("LP-split:yoshida6", "rigid_body", "krysl-coulomb-wall"),
+    ("RKMK4", "rolling_ball", "rolling-ball-two-circles"),
+    ("DLA", "rolling_ball", "rolling-ball-two-circles"),
+    ("gauss2", "chain", "chain-tetrahedra-c1c2"),
+)
+
+CHILD = r"""
+import json, sys, time
+import equinox as eqx, jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+import jaxrigid as jr
+from jaxrigid.cases import get_case
+from jaxrigid.integrators import get_method
+
+def timed(f, *args):
+    t = time.perf_counter(); traced = f.trace(*args)
+    t1 = time.perf_counter(); lowered = traced.lower()
+    t2 = time.perf_counter(); lowered.compile()
+    t3 = time.perf_counter()
+    return {"trace_s": t1 - t, "lower_s": t2 - t1, "compile_s": t3 - t2}
+
+def gradient(name, family, case_name):
+    case = get_case(case_name)
+    method = get_method(name, family)
+    model, state0 = case.build_for(method)(case.resolve())
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    def scaled(p):  # a rolling ball's radius stays: its state's height must equal it
+        keep = lambda path, x: x if jax.tree_util.keystr(path) == ".radius" else x * p
+        return eqx.combine(jax.tree_util.tree_map_with_path(keep, params), static)
+    def loss(p, h):
+        sol = jr.simulate(method, scaled(p), state0, h, 20, save_every=20)
+        leaves = jax.tree_util.tree_leaves(sol.final_state)
+        return sum(jnp.sum(jnp.sin(1.0 + k + x)) for k, x in enumerate(leaves))
+    return timed(jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), 1.0, case.default_dt)
+
+def forward():
+    case = get_case("krysl-torque-free")
+    model, state0 = case.build(case.resolve())
+    ens = case.perturb(state0, np.random.default_rng(0), 0.05, 1024)
+    run = lambda s: jr.simulate(jr.IMIDM(), model, s, 0.01, 1000, save_every=1000).final_state
+    return timed(jax.jit(run), ens)
+
+jax.jit(lambda x: x + 1).lower(1.0).compile()  # XLA's start-up, paid by no entry
+out = {"forward IMIDM krysl-torque-free 1024x1000": forward()}
+for name, family, case_name in json.loads(sys.argv[1]):
+    out[f"gradient {name} {case_name}"] = gradient(name, family, case_name)
+print(json.dumps(out))
+"""
+
+
+def child(tree: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=tree)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(PROGRAMS)],
+        env=env,
+        cwd=tempfile.gettempdir(),  # not the checkout: `-c` puts the cwd first on sys.path
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the child in {tree} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = parser(__doc__)
+    p.add_argument("--old", required=True, help="the older commit")
+    p.add_argument("--rounds", type=int, default=2)
+    A = p.parse_args()
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"old": os.path.join(tmp, "old"), "new": str(ROOT)}
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", trees["old"], A.old],
+            check=True,
+            capture_output=True,
+        )
+        try:
+            rows = {"old": [], "new": []}
+            for k in range(A.rounds):
+                for label in ("old", "new"):
+                    rows[label].append(child(trees[label]))
+                    log(f"round {k} {label} done")
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", trees["old"]],
+                capture_output=True,
+            )
+    table = {}
+    for program in rows["new"][0]:
+        entry = {}
+        for label in ("old", "new"):
+            for phase in ("trace_s", "lower_s", "compile_s"):
+                values = [r[program][phase] for r in rows[label]]
+                entry[f"{label}_{phase}"] = statistics.median(values)
+        for phase in ("trace_s", "lower_s", "compile_s"):
+            entry[f"ratio_{phase}"] = entry[f"new_{phase}"] / entry[f"old_{phase}"]
+        phases = ("trace_s", "lower_s", "compile_s")
+        build = {lab: sum(entry[f"{lab}_{ph}"] for ph in phases) for lab in ("old", "new")}
+        entry["ratio_build"] = build["new"] / build["old"]
+        table[program] = entry
+        print(
+            f"{program:55s} trace {entry['old_trace_s']:6.2f} -> {entry['new_trace_s']:6.2f} s"
+            f"  build {build['old']:6.2f} -> {build['new']:6.2f} s ({entry['ratio_build']:.2f})"
+        )
+    record = {
+        "commits": {"old": A.old, "new": "working tree"},
+        "rounds": A.rounds,
+        "programs": table,
+        "raw": rows,
+    }
+    path = write_results(A.out, f"derivative_build_{device_tag()}.json", record, t_start)
+    log(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
