@@ -16,6 +16,7 @@ process-CPU seconds, and `Timing.seconds` is their median (or the best, `statist
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -350,3 +351,23 @@ def jaxpr_census(jaxpr, counts):
                 elif isinstance(sub, jax.extend.core.Jaxpr):
                     jaxpr_census(sub, counts)
     return counts
+
+
+@contextlib.contextmanager
+def worktree(commit: str | None, path: str):
+    """A detached `git worktree` of `commit` at `path`, removed afterwards; yields its path.
+    `commit=None`: the checkout itself (nothing made)."""
+    if commit is None:
+        yield str(ROOT)
+        return
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, commit],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", path], capture_output=True
+        )

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from _common import ROOT, device_tag, log, parser, write_results
+from _common import device_tag, log, parser, worktree, write_results
 
 CHILD = r"""
 import json, sys, time
@@ -84,35 +84,21 @@ def main():
     if A.quick:
         A.rounds, A.members, A.steps = 1, 100, 20
     t_start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {}
-        for label, commit in (("old", A.old), ("new", A.new)):
-            if commit is None:
-                trees[label] = str(ROOT)
-                continue
-            trees[label] = os.path.join(tmp, label)
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "add", "--detach", trees[label], commit],
-                check=True,
-                capture_output=True,
-            )
-        try:
-            rows = {"old": [], "new": []}
-            for k in range(A.rounds):
-                for label in ("old", "new"):
-                    rows[label].append(child(trees[label], A.members, A.steps))
-                    r = rows[label][-1]
-                    log(
-                        f"round {k} {label}: lower {r['lower_s']:.2f} s, compile "
-                        f"{r['compile_s']:.2f} s, run best {r['run_s'][0]:.3f} s"
-                    )
-        finally:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        worktree(A.old, os.path.join(tmp, "old")) as old_tree,
+        worktree(A.new, os.path.join(tmp, "new")) as new_tree,
+    ):
+        trees = {"old": old_tree, "new": new_tree}
+        rows = {"old": [], "new": []}
+        for k in range(A.rounds):
             for label in ("old", "new"):
-                if trees[label] != str(ROOT):
-                    subprocess.run(
-                        ["git", "-C", str(ROOT), "worktree", "remove", "--force", trees[label]],
-                        capture_output=True,
-                    )
+                rows[label].append(child(trees[label], A.members, A.steps))
+                r = rows[label][-1]
+                log(
+                    f"round {k} {label}: lower {r['lower_s']:.2f} s, compile "
+                    f"{r['compile_s']:.2f} s, run best {r['run_s'][0]:.3f} s"
+                )
     old, new = summary(rows["old"]), summary(rows["new"])
     ratios = {
         "first_call_lower_plus_compile": new["lower_plus_compile_s_median"]

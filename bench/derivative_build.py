@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from _common import ROOT, device_tag, log, parser, write_results
+from _common import ROOT, device_tag, log, parser, worktree, write_results
 
 PROGRAMS = (  # (method, family, case)
     ("IMIDM", "rigid_body", "krysl-slow-top"),
@@ -98,24 +98,16 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     A = p.parse_args()
     t_start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {"old": os.path.join(tmp, "old"), "new": str(ROOT)}
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", trees["old"], A.old],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            rows = {"old": [], "new": []}
-            for k in range(A.rounds):
-                for label in ("old", "new"):
-                    rows[label].append(child(trees[label]))
-                    log(f"round {k} {label} done")
-        finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", trees["old"]],
-                capture_output=True,
-            )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        worktree(A.old, os.path.join(tmp, "old")) as old_tree,
+    ):
+        trees = {"old": old_tree, "new": str(ROOT)}
+        rows = {"old": [], "new": []}
+        for k in range(A.rounds):
+            for label in ("old", "new"):
+                rows[label].append(child(trees[label]))
+                log(f"round {k} {label} done")
     table = {}
     for program in rows["new"][0]:
         entry = {}
