@@ -102,11 +102,11 @@ def _tangents_throughout(carry, context):
     note 36)."""
     leaves, tree = jax.tree_util.tree_flatten(carry)
     numbers = [i for i, x in enumerate(leaves) if _numeric(x)]
+    if not numbers:
+        return carry
     sources = [leaves[i] for i in numbers] + [
         x for x in jax.tree_util.tree_leaves(context) if _numeric(x)
     ]
-    if not numbers:
-        return carry
     total = functools.reduce(jnp.add, [jnp.sum(x, dtype=_float(x)) for x in sources])
     zero = lax.select(jnp.zeros(jnp.shape(total), bool), total, jnp.zeros_like(total))
     for i in numbers:
@@ -161,16 +161,18 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec)
             info = info._replace(result=result)
         if observer is not None:
             obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
-        # the outcome is a report, not a result to differentiate: without a tangent from the
-        # start, it gains none (a residual's would cost the scan rules a fixpoint iteration)
+        # without a tangent from the start, the outcome gains none (a residual's would cost
+        # the scan rules a fixpoint iteration)
         acc = results.accumulate(acc, lax.stop_gradient(info), k)
         return (s1, ss1, k + 1, acc, obs), None
 
     def segment(carry, _):
         state, ss, k0, obs = carry
-        # the outcome starts batched with the state under `vmap` (as it ends): one batching of
-        # the step, not two
-        init = _tangents_throughout((state, ss, k0, results.no_failures(dtype), obs), ())
+        # the outcome is a report, not a result to differentiate (no tangent, here or from
+        # `info`); it starts batched with the state under `vmap`, as it ends: one batching of
+        # the step, not two (the carry's other leaves are so already, from the run's start)
+        acc = lax.stop_gradient(_tangents_throughout(results.no_failures(dtype), (state, k0)))
+        init = (state, ss, k0, acc, obs)
         if isinstance(save_every, int):
             (state, ss, k1, outcome, obs), _ = _scan(one, init, save_every, checkpoint)
         else:  # a traced count (a concrete call's program): a loop no derivative goes through

@@ -12,7 +12,8 @@ from jax._src import compiler
 
 
 @pytest.mark.skipif(
-    os.environ.get(xla_settings.DEFAULTS_ENV) == "1", reason="JAXRIGID_TEST_XLA_DEFAULTS is set"
+    os.environ.get(xla_settings.DEFAULTS_ENV) == "1",
+    reason="JAXRIGID_TEST_XLA_DEFAULTS=1 asks for XLA's defaults: no fast-build settings to check",
 )
 def test_the_default_suite_builds_with_optimisations_off():
     assert xla_settings.fast_build_on() and xla_settings.optimisations_off()
