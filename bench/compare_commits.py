@@ -1,5 +1,6 @@
 """No-regression check between two commits: compile seconds and run seconds of the same jitted
-`simulate` (IMIDM, torque-free body, 10⁴ members, 1000 steps at Δt = 0.01, final state only),
+`simulate` (IMIDM or `--method`, torque-free body, 10⁴ members, 1000 steps at Δt = 0.01, final
+state only),
 each commit in its own fresh process, interleaved (old, new, old, new, ...) so that a change of
 machine load favours neither.
 
@@ -9,6 +10,8 @@ into a temporary `git worktree` (removed afterwards) and imported from there by 
 only public API that both commits have is used. Writes `results/compare_commits_<device>.json`.
 
     python bench/compare_commits.py --old 259c734 [--rounds 3] [--members 10000]
+    python bench/compare_commits.py --old e916bec --method LP-split:kahan-li8 --members 4096 \
+        --steps 400    # writes compare_commits_cpu_LP-split_kahan-li8.json
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ import jax, jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 import jaxrigid
 from jaxrigid.models import RigidBody, RigidBodyState
-n, steps = int(sys.argv[1]), int(sys.argv[2])
+n, steps, method = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 model = RigidBody(inertia=jnp.diag(jnp.array([0.9144, 1.098, 1.66])))
 Pi = jax.random.normal(jax.random.PRNGKey(0), (n, 3))
 R = jnp.broadcast_to(jnp.eye(3), (n, 3, 3))
-integ = jaxrigid.integrators.get_method("IMIDM")
+integ = jaxrigid.integrators.get_method(method)
 run = lambda R, Pi: jaxrigid.simulate(
     integ, model, RigidBodyState(R, Pi), 0.01, steps, save_every=steps).final_state
 t = time.perf_counter(); lowered = jax.jit(run).lower(R, Pi)
@@ -48,10 +51,10 @@ print(json.dumps({"lower_s": t1 - t, "compile_s": t2 - t1, "run_s": sorted(runs)
 """
 
 
-def child(tree: str, members: int, steps: int) -> dict:
+def child(tree: str, members: int, steps: int, method: str) -> dict:
     env = dict(os.environ, PYTHONPATH=tree)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(members), str(steps)],
+        [sys.executable, "-c", CHILD, str(members), str(steps), method],
         env=env,
         cwd=tree,
         capture_output=True,
@@ -80,6 +83,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--members", type=int, default=10_000)
     p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--method", default="IMIDM", help="a rigid-body method name (get_method)")
     A = p.parse_args()
     if A.quick:
         A.rounds, A.members, A.steps = 1, 100, 20
@@ -93,7 +97,7 @@ def main():
         rows = {"old": [], "new": []}
         for k in range(A.rounds):
             for label in ("old", "new"):
-                rows[label].append(child(trees[label], A.members, A.steps))
+                rows[label].append(child(trees[label], A.members, A.steps, A.method))
                 r = rows[label][-1]
                 log(
                     f"round {k} {label}: lower {r['lower_s']:.2f} s, compile "
@@ -111,13 +115,14 @@ def main():
         print(f"new / old {k:32s} {v:.3f}")
     record = {
         "commits": {"old": A.old, "new": A.new or "working tree"},
-        "problem": {"method": "IMIDM", "members": A.members, "steps": A.steps, "dt": 0.01},
+        "problem": {"method": A.method, "members": A.members, "steps": A.steps, "dt": 0.01},
         "old": old,
         "new": new,
         "ratios_new_over_old": ratios,
     }
+    suffix = "" if A.method == "IMIDM" else "_" + A.method.replace(":", "_")
     path = write_results(
-        A.out, f"compare_commits_{device_tag(quick=A.quick)}.json", record, t_start
+        A.out, f"compare_commits_{device_tag(quick=A.quick)}{suffix}.json", record, t_start
     )
     log(f"wrote {path}")
 

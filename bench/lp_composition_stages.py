@@ -38,14 +38,11 @@ p = parser(__doc__)
 p.add_argument("--sizes", default="256,4096")
 p.add_argument("--steps", type=int, default=400)
 p.add_argument("--repeats", type=int, default=5)
+p.add_argument("--schemes", default="triple-jump,kahan-li8,sofroniou-spaletta10")
 A = p.parse_args()
 SIZES = [16, 64] if A.quick else [int(x) for x in A.sizes.split(",")]
 STEPS = 40 if A.quick else A.steps
-SCHEMES = (
-    ("triple-jump", "kahan-li8")
-    if A.quick
-    else ("triple-jump", "kahan-li8", "sofroniou-spaletta10")
-)
+SCHEMES = ("triple-jump", "kahan-li8") if A.quick else tuple(A.schemes.split(","))
 DT = 0.05
 
 
