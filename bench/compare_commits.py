@@ -1,6 +1,7 @@
 """No-regression check between two commits: compile seconds and run seconds of the same jitted
 `simulate` (IMIDM or `--method`, torque-free body, 10⁴ members, 1000 steps at Δt = 0.01, final
-state only),
+state only; `--case`: that case's model and state, the members' Δt spread over 0.9-1.1× its
+default),
 each commit in its own fresh process, interleaved (old, new, old, new, ...) so that a change of
 machine load favours neither.
 
@@ -32,29 +33,38 @@ import jax, jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 import jaxrigid
 from jaxrigid.models import RigidBody, RigidBodyState
-n, steps, method = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-model = RigidBody(inertia=jnp.diag(jnp.array([0.9144, 1.098, 1.66])))
-Pi = jax.random.normal(jax.random.PRNGKey(0), (n, 3))
-R = jnp.broadcast_to(jnp.eye(3), (n, 3, 3))
-integ = jaxrigid.integrators.get_method(method)
-run = lambda R, Pi: jaxrigid.simulate(
-    integ, model, RigidBodyState(R, Pi), 0.01, steps, save_every=steps).final_state
-t = time.perf_counter(); lowered = jax.jit(run).lower(R, Pi)
+n, steps, method, case_name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if case_name:  # the case's model and state, the members differing in their step
+    from jaxrigid.cases import get_case
+    case = get_case(case_name)
+    model, state0 = case.build(case.resolve())
+    integ = jaxrigid.integrators.get_method(method, case.family)
+    args = (case.default_dt * jnp.linspace(0.9, 1.1, n),)
+    run = jax.vmap(lambda h: jaxrigid.simulate(
+        integ, model, state0, h, steps, save_every=steps).final_state)
+else:
+    model = RigidBody(inertia=jnp.diag(jnp.array([0.9144, 1.098, 1.66])))
+    Pi = jax.random.normal(jax.random.PRNGKey(0), (n, 3))
+    args = (jnp.broadcast_to(jnp.eye(3), (n, 3, 3)), Pi)
+    integ = jaxrigid.integrators.get_method(method)
+    run = lambda R, Pi: jaxrigid.simulate(
+        integ, model, RigidBodyState(R, Pi), 0.01, steps, save_every=steps).final_state
+t = time.perf_counter(); lowered = jax.jit(run).lower(*args)
 t1 = time.perf_counter(); compiled = lowered.compile(); t2 = time.perf_counter()
-jax.block_until_ready(compiled(R, Pi))
+jax.block_until_ready(compiled(*args))
 runs = []
 for _ in range(7):
     s = time.perf_counter()
-    jax.block_until_ready(compiled(R, Pi))
+    jax.block_until_ready(compiled(*args))
     runs.append(time.perf_counter() - s)
 print(json.dumps({"lower_s": t1 - t, "compile_s": t2 - t1, "run_s": sorted(runs)}))
 """
 
 
-def child(tree: str, members: int, steps: int, method: str) -> dict:
+def child(tree: str, members: int, steps: int, method: str, case: str) -> dict:
     env = dict(os.environ, PYTHONPATH=tree)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(members), str(steps), method],
+        [sys.executable, "-c", CHILD, str(members), str(steps), method, case],
         env=env,
         cwd=tree,
         capture_output=True,
@@ -83,7 +93,10 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--members", type=int, default=10_000)
     p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--method", default="IMIDM", help="a rigid-body method name (get_method)")
+    p.add_argument("--method", default="IMIDM", help="a method name (get_method)")
+    p.add_argument(
+        "--case", default="", help="a case (its model and state, members over 0.9-1.1 x its dt)"
+    )
     A = p.parse_args()
     if A.quick:
         A.rounds, A.members, A.steps = 1, 100, 20
@@ -97,7 +110,7 @@ def main():
         rows = {"old": [], "new": []}
         for k in range(A.rounds):
             for label in ("old", "new"):
-                rows[label].append(child(trees[label], A.members, A.steps, A.method))
+                rows[label].append(child(trees[label], A.members, A.steps, A.method, A.case))
                 r = rows[label][-1]
                 log(
                     f"round {k} {label}: lower {r['lower_s']:.2f} s, compile "
@@ -115,12 +128,19 @@ def main():
         print(f"new / old {k:32s} {v:.3f}")
     record = {
         "commits": {"old": A.old, "new": A.new or "working tree"},
-        "problem": {"method": A.method, "members": A.members, "steps": A.steps, "dt": 0.01},
+        "problem": {
+            "method": A.method,
+            "case": A.case or "torque-free body (diagonal inertia), random Pi",
+            "members": A.members,
+            "steps": A.steps,
+            "dt": "0.9-1.1 x the case's default" if A.case else 0.01,
+        },
         "old": old,
         "new": new,
         "ratios_new_over_old": ratios,
     }
-    suffix = "" if A.method == "IMIDM" else "_" + A.method.replace(":", "_")
+    parts = ([] if A.method == "IMIDM" else [A.method]) + ([A.case] if A.case else [])
+    suffix = "".join("_" + p.replace(":", "_") for p in parts)
     path = write_results(
         A.out, f"compare_commits_{device_tag(quick=A.quick)}{suffix}.json", record, t_start
     )

@@ -40,8 +40,8 @@ def matrix_entries(A):
     `matmul`'s form: through `entries` (a row sliced, then its entries), XLA:CPU copied out
     each row of the carried attitude (a value with three users) under `vmap`, and LP-split's
     compositions ran at half speed (kahan-li8, 4096 members: 7.2 against 3.4-3.7 µs per
-    member-step, bench/README "matmul's slices"); IMIDM's step, whose other products go
-    through `entries`, measured the same either way."""
+    member-step: bench/README, "LP-split's run-time regression of 791188d"); slicing straight
+    from the matrix in `entries` too made IMIDM's step (its `inv3`, `det3`) 25 % slower."""
     *batch, m, n = A.shape
     start = [0] * len(batch)
 
