@@ -33,12 +33,12 @@ import jax, jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 import jaxrigid
 from jaxrigid.models import RigidBody, RigidBodyState
-n, steps, method, case_name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+n, steps, method, case_name, family = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:6]
 if case_name:  # the case's model and state, the members differing in their step
     from jaxrigid.cases import get_case
     case = get_case(case_name)
     model, state0 = case.build(case.resolve())
-    integ = jaxrigid.integrators.get_method(method, case.family)
+    integ = jaxrigid.integrators.get_method(method, family or case.family)
     args = (case.default_dt * jnp.linspace(0.9, 1.1, n),)
     run = jax.vmap(lambda h: jaxrigid.simulate(
         integ, model, state0, h, steps, save_every=steps).final_state)
@@ -61,10 +61,10 @@ print(json.dumps({"lower_s": t1 - t, "compile_s": t2 - t1, "run_s": sorted(runs)
 """
 
 
-def child(tree: str, members: int, steps: int, method: str, case: str) -> dict:
+def child(tree: str, members: int, steps: int, method: str, case: str, family: str) -> dict:
     env = dict(os.environ, PYTHONPATH=tree)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(members), str(steps), method, case],
+        [sys.executable, "-c", CHILD, str(members), str(steps), method, case, family],
         env=env,
         cwd=tree,
         capture_output=True,
@@ -97,6 +97,11 @@ def main():
     p.add_argument(
         "--case", default="", help="a case (its model and state, members over 0.9-1.1 x its dt)"
     )
+    p.add_argument(
+        "--family",
+        default="",
+        help="the method's family, where not the case's (lagrange_d_alembert_system)",
+    )
     A = p.parse_args()
     if A.quick:
         A.rounds, A.members, A.steps = 1, 100, 20
@@ -110,7 +115,9 @@ def main():
         rows = {"old": [], "new": []}
         for k in range(A.rounds):
             for label in ("old", "new"):
-                rows[label].append(child(trees[label], A.members, A.steps, A.method, A.case))
+                rows[label].append(
+                    child(trees[label], A.members, A.steps, A.method, A.case, A.family)
+                )
                 r = rows[label][-1]
                 log(
                     f"round {k} {label}: lower {r['lower_s']:.2f} s, compile "

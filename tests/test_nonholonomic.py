@@ -174,6 +174,47 @@ def test_bead_on_a_prescribed_rotating_rod():
         np.testing.assert_allclose(float(lam[0]), m * transverse, rtol=0, atol=1e-12)
 
 
+def test_derivatives_equal_their_definitions():
+    """`derivatives` (two passes over `L`, two over `c`) = each piece by its own definition
+    through another autodiff route, on a rheonomic system with a configuration-dependent mass
+    matrix, a gyroscopic term and a constraint with `q`, `q̇` and `t` in it: `∂L/∂q`, `p` by
+    `jax.grad`, `M` by `jax.hessian`, `ṗ` as `d/ds p(q + s q̇, q̇, t + s)` and `Ȧq̇ + ȧ` as
+    `d/ds c(q + s q̇, q̇, t + s)` by `jax.jacrev`, `A` by `jax.jacrev` of `c` in `q̇`, `c` its
+    value; and `saddle_matrix` = `[[M, −Aᵀ], [A, 0]]`. Tolerance 1e-12 relative to each
+    piece's largest entry: the same derivatives in another order of operations."""
+
+    def lagrangian(q, v, t, k):
+        mass = jnp.diag(1.0 + q**2) + 0.3 * jnp.outer(jnp.sin(q), jnp.sin(q))
+        gyro = jnp.cos(t) * jnp.array([q[1], -q[0], q[2] * q[0]])
+        return 0.5 * v @ mass @ v + gyro @ v - k * jnp.sum(q**4) * (1 + 0.1 * t)
+
+    def constraint(q, v, t, k):
+        return jnp.array([jnp.cos(q[2]) * v[0] + jnp.sin(q[2]) * v[1] - t * q[0], v[2] - q @ q])
+
+    system = LagrangeDAlembertSystem(lagrangian, constraint, params=jnp.asarray(0.7))
+    q, v, t = jnp.array([0.3, -1.1, 0.8]), jnp.array([0.5, 0.2, -0.9]), jnp.asarray(0.4)
+    d = eqx.filter_jit(system.derivatives)(t, q, v)
+    L = lambda q, v, t: lagrangian(q, v, t, 0.7)  # noqa: E731
+    c = lambda q, v, t: constraint(q, v, t, 0.7)  # noqa: E731
+    along = lambda f: jax.jacrev(lambda s: f(q + s * v, v, t + s))(0.0)  # noqa: E731
+    expected = {
+        "dL_dq": jax.grad(L, 0)(q, v, t),
+        "p": jax.grad(L, 1)(q, v, t),
+        "M": jax.hessian(L, 1)(q, v, t),
+        "pdot": along(jax.grad(L, 1)),
+        "c": c(q, v, t),
+        "A": jax.jacrev(c, 1)(q, v, t),
+        "cdot": along(c),
+    }
+    for name, want in expected.items():
+        got = getattr(d, name)
+        scale = float(jnp.max(jnp.abs(want)))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * scale, err_msg=name)
+    A, M = expected["A"], expected["M"]
+    block = jnp.block([[M, -A.T], [A, jnp.zeros((2, 2))]])
+    np.testing.assert_allclose(system.saddle_matrix(t, q, v), block, rtol=0, atol=1e-12 * 3)
+
+
 def free_body(constrained: bool):
     """A free rigid body in quaternion coordinates, `L = ½ Ω·𝕀Ω`, `Ω = 2 Im(q* q̇)`, with or
     without the row `q · q̇ = 0` of `|q| = 1`."""

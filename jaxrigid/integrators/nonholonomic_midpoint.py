@@ -89,6 +89,7 @@ from ..nonholonomic import (
     LagrangeDAlembertSystem,
     _time,
     quaternion_angular_velocity,
+    saddle,
 )
 from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, solve_on_branch
@@ -122,8 +123,8 @@ def midpoint_dla_step(system: LagrangeDAlembertSystem, newton: Newton, q0, qdot0
     t0 = _time(t0, q0)
     t_half, t1 = t0 + 0.5 * h, t0 + h
     n = q0.shape[-1]
-    p0 = system.momentum(t0, q0, qdot0)
-    A0, _ = system.constraint_matrix(t0, q0)
+    d0 = system.derivatives(t0, q0, qdot0)  # p₀, A₀ and the start's accelerations
+    p0, A0 = d0.p, d0.A
 
     def residual(z):  # (5), with (7)
         v, nu = z[:n], z[n:]
@@ -131,7 +132,7 @@ def midpoint_dla_step(system: LagrangeDAlembertSystem, newton: Newton, q0, qdot0
         momentum = p0 - p_half + 0.5 * h * f + A0.T @ nu
         return jnp.concatenate([momentum, system.constraint_residual(t_half, q_half, v)])
 
-    qddot0, lam0 = system.accelerations(t0, q0, qdot0)
+    qddot0, lam0 = system.accelerations(t0, q0, qdot0, d0)
     guess = lax.stop_gradient(jnp.concatenate([qdot0 + 0.5 * h * qddot0, 0.5 * h * lam0]))
     start = lax.stop_gradient(jnp.concatenate([qdot0, jnp.zeros_like(lam0)]))
     z, info = solve_on_branch(newton, residual, guess, start)
@@ -141,11 +142,9 @@ def midpoint_dla_step(system: LagrangeDAlembertSystem, newton: Newton, q0, qdot0
     _, f, p_half = _midpoint_gradients(system, q0, v, t_half, h)
     p1 = p_half + 0.5 * h * f  # D₂L_d + F⁺
     # (6): the constrained inverse Legendre map at (q₁, t₁) (L quadratic in q̇)
-    zero = jnp.zeros_like(q1)
-    saddle = system.saddle_matrix(t1, q1, zero)
-    _, a1 = system.constraint_matrix(t1, q1)
-    rhs = jnp.concatenate([p1 - system.momentum(t1, q1, zero), -a1])
-    qdot1 = jnp.linalg.solve(saddle, rhs)[:n]
+    d1 = system.derivatives(t1, q1, jnp.zeros_like(q1))  # M₁, A₁, ∂L/∂q̇(q₁, 0, t₁), a₁
+    rhs = jnp.concatenate([p1 - d1.p, -d1.c])
+    qdot1 = jnp.linalg.solve(saddle(d1), rhs)[:n]
     finite = jnp.all(jnp.isfinite(qdot1))
     info = info._replace(result=results.where(~finite, RESULTS.nonfinite, info.result))
     return q1, qdot1, info
