@@ -10,6 +10,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _checks, results
 from ._checks import Check
@@ -63,6 +64,56 @@ def value_checks(integrator, model, state0, t0, dt) -> list[Check]:
             Check(~_finite(state0.error), "Compensated state's error contains NaN or inf")
         )
     return checks
+
+
+def check_time_types(t0, dt) -> None:
+    """Types before values (issue 32): `dt` and `t0` are real numbers — a boolean (`True`
+    would be a step of 1) or a string is refused, also as an array or a traced value (its
+    dtype is known when tracing)."""
+    for name, x in (("dt", dt), ("t0", t0)):
+        if isinstance(x, str | bytes):
+            raise TypeError(f"{name} must be a real number, got the string {x!r}")
+        kind = jnp.result_type(x)
+        if kind == jnp.bool_:
+            shown = repr(bool(x)) if isinstance(x, bool | np.bool_) else "an array of them"
+            raise TypeError(f"{name} must be a real number, got a boolean ({shown})")
+        if not jnp.issubdtype(kind, jnp.integer) and not jnp.issubdtype(kind, jnp.floating):
+            raise TypeError(f"{name} must be a real number, got dtype {kind}")
+
+
+def check_state_type(model, state0) -> None:
+    """The state is the model's `state_type`: a plain tuple or another model's state is
+    refused by name, not by an `AttributeError` deep inside."""
+    state_type = getattr(model, "state_type", None)
+    plain = value_of(state0)
+    if isinstance(state_type, type) and not isinstance(plain, state_type):
+        raise TypeError(
+            f"state0 must be a {state_type.__name__} (the state of {type(model).__name__}), "
+            f"got {type(plain).__name__}"
+        )
+
+
+def check_state_dtypes(state0) -> None:
+    """A state's arrays are of one floating dtype (an integer, or a float32 leaf beside
+    float64 ones, would change the scan carry's type mid-run): the message names the leaves.
+    Weakly typed leaves (Python scalars) take the others' dtype and are not counted."""
+    leaves = [
+        (jax.tree_util.keystr(path) or "state0", leaf)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(state0)[0]
+    ]
+    for name, leaf in leaves:
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise TypeError(
+                f"state leaf {name} is {leaf.dtype}: a state is floating point (cast it, e.g. "
+                "x.astype(jnp.float64))"
+            )
+    strong = [(name, leaf.dtype) for name, leaf in leaves if not getattr(leaf, "weak_type", False)]
+    if len({kind for _, kind in strong}) > 1:
+        listed = ", ".join(f"{name} {kind}" for name, kind in strong)
+        raise TypeError(
+            f"state leaves must share one floating dtype, got {listed}: cast them, e.g. "
+            "jax.tree.map(lambda x: x.astype(jnp.float64), state0)"
+        )
 
 
 def check_dtypes(model, dtype) -> None:

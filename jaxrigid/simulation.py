@@ -112,6 +112,8 @@ def simulate(
     n_steps, save_every = int(n_steps), int(save_every)
     n_save = n_steps // save_every
     check_integrates(integrator, model)
+    _input_checks.check_time_types(t0, dt)
+    _input_checks.check_state_type(model, state0)
 
     if isinstance(state0, Compensated):
         _check_compensated(integrator, state0)
@@ -127,6 +129,7 @@ def simulate(
         )
     batch_shape = batch_shapes.pop()
     state0 = jax.tree_util.tree_unflatten(treedef, leaves)
+    _input_checks.check_state_dtypes(state0)
     plain0 = value_of(state0)
     model.check_state_shapes(plain0)
     dtype = leaves[0].dtype
