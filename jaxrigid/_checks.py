@@ -35,6 +35,31 @@ def is_integer(n) -> bool:
     return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
 
 
+def real_number(name: str, x) -> float:
+    """`x` as a float if it is a real number (a Python or NumPy integer or float), else a
+    `ValueError` naming `name`: a boolean (`true` in a spec would be 1) and a string ("0.01",
+    which `float` would take) are not numbers."""
+    if isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool):
+        return float(x)
+    dtype = getattr(x, "dtype", None)  # a 0-d array of a number (NumPy's or JAX's)
+    if dtype is not None and np.ndim(x) == 0 and np.dtype(dtype).kind in "iuf":
+        return float(x)
+    raise ValueError(f"{name} must be a number, got {x!r} ({type(x).__name__})")
+
+
+def real_numbers(name: str, values) -> np.ndarray:
+    """`values` (nested lists or an array) as a float64 array if every entry is a real
+    number (`real_number`), else a `ValueError` naming `name` and the entry."""
+    if hasattr(values, "dtype") and hasattr(values, "shape"):  # NumPy's or JAX's arrays
+        values = np.asarray(values)
+        if values.dtype.kind not in "iuf":
+            raise ValueError(f"{name} must be a number, got an array of {values.dtype}")
+        return np.asarray(values, np.float64)
+    if isinstance(values, list | tuple):
+        return np.asarray([real_numbers(name, v) for v in values], np.float64)
+    return np.asarray(real_number(name, values), np.float64)
+
+
 try:
     from jax.core import Tracer as _Tracer
 except ImportError:  # pragma: no cover - jax versions that moved it

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .._checks import is_integer
+from .._checks import is_integer, real_number, real_numbers
 
 __all__ = [
     "AbstractAxis",
@@ -67,7 +67,7 @@ class AbstractAxis:
 
 def _finite(name, *xs):
     for x in xs:
-        if not math.isfinite(float(x)):
+        if not math.isfinite(real_number(f"axis {name!r}: a value", x)):
             raise ValueError(f"axis {name!r}: values must be finite, got {x!r}")
 
 
@@ -117,7 +117,8 @@ class Values(AbstractAxis):
     values_: tuple[float, ...]
 
     def __post_init__(self):
-        vals = tuple(float(v) for v in np.ravel(self.values_))
+        name = f"axis {self.parameter!r}: each value"
+        vals = tuple(float(v) for v in np.ravel(real_numbers(name, self.values_)))
         if not vals:
             raise ValueError(f"axis {self.parameter!r}: empty list of values")
         _finite(self.parameter, *vals)
@@ -139,7 +140,7 @@ def _ranges(kind, ranges: Mapping) -> dict[str, tuple[float, float]]:
         raise ValueError(f"{kind} axis: no parameters given")
     out = {}
     for name, pair in ranges.items():
-        lo, hi = (float(v) for v in pair)
+        lo, hi = (real_number(f"{kind} axis: parameter {name!r}", v) for v in pair)
         _finite(name, lo, hi)
         if not lo <= hi:
             raise ValueError(f"{kind} axis: parameter {name!r} needs low ≤ high, got {pair!r}")
@@ -202,7 +203,10 @@ class Table(AbstractAxis):
     dim_name: str = "row"
 
     def __post_init__(self):
-        cols = {str(k): np.asarray(v, np.float64).reshape(-1) for k, v in self.columns.items()}
+        cols = {
+            str(k): real_numbers(f"table axis: each entry of column {k!r}", v).reshape(-1)
+            for k, v in self.columns.items()
+        }
         sizes = {v.size for v in cols.values()}
         if not cols or sizes == {0}:
             raise ValueError("table axis: no rows")

@@ -40,7 +40,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from .._checks import is_integer
+from .._checks import is_integer, real_number
 from .axes import AbstractAxis, axis_of
 
 __all__ = ["Keep", "Sweep", "load_spec"]
@@ -119,7 +119,8 @@ class Sweep:
 
     def __post_init__(self):
         object.__setattr__(self, "axes", tuple(self.axes))
-        object.__setattr__(self, "set", {str(k): float(v) for k, v in dict(self.set).items()})
+        fixed = {str(k): real_number(f"set.{k}", v) for k, v in dict(self.set).items()}
+        object.__setattr__(self, "set", fixed)
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
         if self.chunk_size is not None and not (
@@ -132,7 +133,7 @@ class Sweep:
             raise ValueError("give t_end or n_steps, not both")
         for name in ("dt", "t_end"):
             v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and v > 0):
+            if v is not None and not (math.isfinite(real_number(name, v)) and v > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {v!r}")
 
     @property
