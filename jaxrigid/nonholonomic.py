@@ -169,7 +169,7 @@ class LagrangeDAlembertSystem(AbstractModel):
         gradient = lambda q_, t_: jax.grad(self._L, argnums=(0, 1))(q_, qdot, t_)  # noqa: E731
         (dL_dq, p), (_, pdot) = jax.jvp(gradient, (q, t), (qdot, one))
         c, cdot = jax.jvp(lambda q_, t_: self._c(q_, qdot, t_), (q, t), (qdot, one))
-        M = jax.jacfwd(lambda v: jax.grad(self._L, argnums=1)(q, v, t))(qdot)
+        M = self.mass_matrix(t, q, qdot)
         A = jax.jacfwd(lambda v: self._c(q, v, t))(qdot)
         return Derivatives(dL_dq, p, M, pdot, c, A, cdot)
 
