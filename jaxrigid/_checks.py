@@ -152,6 +152,17 @@ def first_row(flags, *values):
     return tuple(np.asarray(v)[i] for v in values)
 
 
+def mapped_note(flags) -> str:
+    """Under a caller's `vmap` (flags stacked with one leading axis per `vmap`): which mapped
+    index failed first and how many did, for the message ("" unmapped)."""
+    flags = np.asarray(flags)
+    if not flags.ndim:
+        return ""
+    i = tuple(int(k) for k in np.unravel_index(int(np.argmax(flags)), flags.shape))
+    where = i[0] if len(i) == 1 else i
+    return f" [index {where} of the caller's vmap; {int(flags.sum())} of {flags.size} fail]"
+
+
 def format_failure(check: Check, shape, first, count, value) -> str:
     """The message for a failed check: what, the value quoted, and which member."""
     text = check.message
@@ -228,7 +239,8 @@ def raise_in_graph(checks) -> None:
         for k, (check, shape) in enumerate(zip(checks, shapes)):
             if any_bad[..., k].any():
                 row = first_row(any_bad[..., k], first[..., k], count[..., k], value[..., k])
-                raise InvalidValueError(format_failure(check, shape, *row))
+                note = mapped_note(any_bad[..., k])
+                raise InvalidValueError(format_failure(check, shape, *row) + note)
 
     # Always called: a `lax.cond` around it would become a select under a caller's `vmap`,
     # which effects do not allow.

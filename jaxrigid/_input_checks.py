@@ -46,9 +46,10 @@ def _finite(state):
     return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
 
 
-def value_checks(integrator, model, state0, t0, dt) -> list[Check]:
-    """`dt`'s and `t0`'s, the model's, the initial state's and the method's own
-    (`value_checks`; none for `integrator=None`)."""
+def value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list[Check]:
+    """`dt`'s and `t0`'s, the run's times', the model's, the initial state's and the
+    method's own (`value_checks`; none for `integrator=None`). `n_steps` may be traced (a
+    new count does not rebuild the check program)."""
     dt = jnp.asarray(dt)
     if dt.ndim:
         raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
@@ -57,6 +58,7 @@ def value_checks(integrator, model, state0, t0, dt) -> list[Check]:
     if t0.ndim:
         raise ValueError(f"t0 must be a finite scalar, got shape {t0.shape}")
     checks.append(Check(~jnp.isfinite(t0), "t0 must be a finite scalar", t0))
+    checks += time_checks(t0, dt, n_steps, jax.tree_util.tree_leaves(value_of(state0))[0].dtype)
     checks += model.parameter_checks() + model.state_checks(value_of(state0), t0)
     checks += [] if integrator is None else integrator.value_checks(model)
     if isinstance(state0, Compensated):
@@ -66,11 +68,33 @@ def value_checks(integrator, model, state0, t0, dt) -> list[Check]:
     return checks
 
 
+def time_checks(t0, dt, n_steps, dtype) -> list[Check]:
+    """The run's times `t0 + k·dt` (in the state's `dtype`, as the run computes them) are
+    finite and advance: `t0 + n_steps·dt` overflowed to inf, and a step below `t0`'s
+    resolution (`t0 + dt == t0`: 1e-3 at t0 = 1e308, 0.01 at t0 = 1e6 in float32) left every
+    time equal to t0 — wrong times, reported as success, for a time-dependent model."""
+    t0, h = jnp.asarray(t0, dtype), jnp.asarray(dt, dtype)
+    end = t0 + jnp.asarray(n_steps, dtype) * h
+    return [
+        Check(
+            ~jnp.isfinite(end), "t0 + n_steps·dt overflows: the run's last time is not finite", end
+        ),
+        Check(
+            (t0 + h == t0) & (h != 0),
+            f"dt is below t0's resolution in {jnp.dtype(dtype).name} (t0 + dt == t0: the times "
+            "would not advance); start the run nearer t = 0",
+            dt,
+        ),
+    ]
+
+
 def check_time_types(t0, dt) -> None:
     """Types before values (issue 32): `dt` and `t0` are real numbers — a boolean (`True`
     would be a step of 1) or a string is refused, also as an array or a traced value (its
     dtype is known when tracing)."""
     for name, x in (("dt", dt), ("t0", t0)):
+        if x is None:
+            raise TypeError(f"{name} must be a real number, got None")
         if isinstance(x, str | bytes):
             raise TypeError(f"{name} must be a real number, got the string {x!r}")
         kind = jnp.result_type(x)
@@ -133,7 +157,7 @@ def check_dtypes(model, dtype) -> None:
         )
 
 
-def apply_value_checks(integrator, model, state0, t0, dt) -> None:
+def apply_value_checks(integrator, model, state0, t0, dt, n_steps=1) -> None:
     """`_value_checks`, by one compiled program for concrete inputs, also those an eager
     `jax.grad` differentiates (cacheable: no callback), and in the caller's graph for traced
     ones (`_checks.raise_in_graph`)."""
@@ -142,9 +166,9 @@ def apply_value_checks(integrator, model, state0, t0, dt) -> None:
     own = type(integrator).value_checks is not AbstractIntegrator.value_checks
     args = _checks.primal_values((integrator if own else None, model, state0, t0, dt))
     if args is not None:
-        _checks.raise_compiled(value_checks, *args)
+        _checks.raise_compiled(value_checks, *args, n_steps)
     else:
-        _checks.raise_in_graph(value_checks(integrator, model, state0, t0, dt))
+        _checks.raise_in_graph(value_checks(integrator, model, state0, t0, dt, n_steps))
 
 
 def invalid_members(checks, batch_shape):

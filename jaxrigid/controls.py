@@ -40,7 +40,15 @@ class AbstractControl(eqx.Module):
     """Rail coordinates as functions of time: `__call__(t) -> θ (n,)`, one per mass.
 
     `size` is `n` (static); `checks()` lists value checks of the parameters (flags over any
-    sweep axes in front), which the model includes in its `parameter_checks`.
+    sweep axes in front), which the model includes in its `parameter_checks`;
+    `theta_bounds()` bounds the `θ` it reaches at any time, or is `None` where it cannot.
+
+    **Reach** (`theta_bounds`): `SinusoidControl` `offset ± |amplitude|`, `ConstantControl`
+    and `ZeroControl` their values. `PiecewiseCubicControl` and a control without its own
+    `theta_bounds` (e.g. `θ = θ₀ + ωt`) give `None`: their `θ(t)` grows without bound in `t`
+    (the spline's end cubics continue past the knots) and the checks do not know the run's
+    length; on a rail with ends (`SegmentRail`) keep such a control's `θ(t)` inside
+    `rail.theta_range()` yourself.
     """
 
     @abc.abstractmethod
@@ -58,6 +66,11 @@ class AbstractControl(eqx.Module):
 
     def checks(self) -> list[Check]:
         return []
+
+    def theta_bounds(self):
+        """`(lo, hi)`, each `(..., n)` (sweep axes in front, traced with the fields):
+        `lo ≤ θ(t) ≤ hi` for every `t`; `None`: not bounded (the default)."""
+        return None
 
 
 class SinusoidControl(AbstractControl):
@@ -97,6 +110,15 @@ class SinusoidControl(AbstractControl):
         )
         return [Check(~ok, "SinusoidControl parameters contain NaN or inf")]
 
+    def theta_bounds(self):
+        """`offset ∓ |amplitude|` (both reached); at `frequency = 0`, the constant `θ(0)`."""
+        fields = (self.offset, self.amplitude, self.frequency, self.phase)
+        shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in fields))
+        offset, amplitude, frequency, phase = (jnp.broadcast_to(x, shape) for x in fields)
+        half, still = jnp.abs(amplitude), offset + amplitude * jnp.sin(phase)
+        moving = frequency != 0
+        return jnp.where(moving, offset - half, still), jnp.where(moving, offset + half, still)
+
 
 class ConstantControl(AbstractControl):
     """Masses held still: `θ(t) = values`. **Fields:** `values (n,)`."""
@@ -119,6 +141,9 @@ class ConstantControl(AbstractControl):
     def checks(self):
         return [Check(~_all_finite(self.values), "ConstantControl values contain NaN or inf")]
 
+    def theta_bounds(self):
+        return self.values, self.values
+
 
 class ZeroControl(AbstractControl):
     """`θ(t) = 0` for `n` masses (static `n`; `n = 0` for a ball without masses)."""
@@ -132,6 +157,10 @@ class ZeroControl(AbstractControl):
     @property
     def size(self) -> int:
         return self.n
+
+    def theta_bounds(self):
+        zero = jnp.zeros((self.n,), jnp.result_type(float))
+        return zero, zero
 
 
 def _natural_spline_weights(K: int) -> np.ndarray:

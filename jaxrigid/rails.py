@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import Check, is_concrete
 from ._jet import jet2
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "FunctionRail",
     "SegmentRail",
     "max_radius",
+    "rail_checks",
 ]
 
 _TWO_PI = 2.0 * math.pi
@@ -44,6 +46,9 @@ class AbstractRail(eqx.Module):
     Subclasses implement `__call__(theta)`, `theta_range()` (the parameter interval that
     traces the rail once: one period of a closed curve) and `event_ndims()` (the rank of each
     array field for one rail, so that checks can map over sweep axes in front).
+    `is_periodic()` (default `True`) says whether every `θ` lies on the rail (`ζ` repeats
+    with period `hi − lo`); `False` for a rail with ends (a tube), on which a control's `θ(t)`
+    must stay inside `theta_range()` (`rail_checks`).
     """
 
     @abc.abstractmethod
@@ -57,6 +62,10 @@ class AbstractRail(eqx.Module):
     def theta_range(self) -> tuple[float, float]:
         """The parameter interval covering the rail once (checks sample it)."""
         return (0.0, _TWO_PI)
+
+    def is_periodic(self) -> bool:
+        """Whether every `θ` is on the rail (a closed curve, one period over `theta_range`)."""
+        return True
 
     @abc.abstractmethod
     def event_ndims(self) -> dict[str, Any]:
@@ -119,8 +128,9 @@ class FigureEightRail(AbstractRail):
 
 class SegmentRail(AbstractRail):
     """The straight segment `ζ(θ) = start + θ (end − start)`, `θ ∈ [0, 1]` (a magnet in a
-    linear tube). The formula extends linearly beyond `[0, 1]`; the checks sample `[0, 1]`,
-    so keep the control's `θ(t)` inside it. **Fields:** `start (3,)`, `end (3,)`."""
+    linear tube, which it cannot leave). The formula extends linearly beyond `[0, 1]`, the
+    rail does not: `rail_checks` refuses a control whose reach (`theta_bounds`) leaves
+    `[0, 1]`. **Fields:** `start (3,)`, `end (3,)`."""
 
     start: jax.Array
     end: jax.Array
@@ -130,6 +140,9 @@ class SegmentRail(AbstractRail):
 
     def theta_range(self):
         return (0.0, 1.0)
+
+    def is_periodic(self):
+        return False
 
     def event_ndims(self):
         return {"start": 1, "end": 1}
@@ -143,19 +156,25 @@ class FunctionRail(AbstractRail):
     differentiable); `interval` (static `(lo, hi)`: the interval covering the rail once,
     default one period `(0, 2π)`); `params_event_ndims` (static, optional: the rank of each
     leaf of `params` for one rail, needed only when `params` carries sweep axes in front
-    while the model's checks run; `None` takes the leaves as unswept).
+    while the model's checks run; `None` takes the leaves as unswept); `periodic` (static,
+    default `True`: `fn` repeats with period `hi − lo`; `False`: the rail is `fn` over
+    `interval` only, an open curve, and a control reaching outside it is refused).
     """
 
     fn: Callable = eqx.field(static=True)
     params: Any = None
     interval: tuple[float, float] = eqx.field(static=True, default=(0.0, _TWO_PI))
     params_event_ndims: Any = eqx.field(static=True, default=None)
+    periodic: bool = eqx.field(static=True, default=True)
 
     def __call__(self, theta):
         return self.fn(theta, self.params)
 
     def theta_range(self):
         return tuple(float(v) for v in self.interval)
+
+    def is_periodic(self):
+        return bool(self.periodic)
 
     def event_ndims(self):
         if self.params_event_ndims is None:
@@ -215,3 +234,43 @@ def max_radius(rail: AbstractRail, num: int = 1025):
         return jnp.max(jnp.sqrt(jnp.sum(zeta * zeta, axis=-1)))
 
     return map_over_sweep(one, rail)
+
+
+def rail_checks(rails, control, radius) -> list[Check]:
+    """Value checks of `rails` (a tuple, one per mass) against a ball of `radius` and the
+    `control` driving them (flags over sweep axes): every rail inside the ball
+    (`max_radius(rail) < radius`), and on a rail with ends (`is_periodic()` false: a
+    segment) the control's reach `theta_bounds()` inside `theta_range()` — a mass cannot
+    leave its tube, and `max_radius` samples only that range. A control that returns `None`
+    (unbounded, e.g. a spline) is not checked there."""
+    checks = []
+    bounds = control.theta_bounds() if rails else None
+    for i, rail in enumerate(rails):
+        name = type(rail).__name__
+        lo, hi = rail.theta_range()
+        R = max_radius(rail)
+        checks.append(
+            Check(
+                ~(R < radius),
+                f"rail {i} ({name}) leaves the ball: max |ζ(θ)| over θ in "
+                f"[{lo:.4g}, {hi:.4g}] must be < radius",
+                R,
+            )
+        )
+        if bounds is None or rail.is_periodic():
+            continue
+        below, above = (jnp.asarray(b)[..., i] for b in bounds)
+        out = jnp.where(lo - below >= above - hi, below, above)  # the θ furthest out
+        reach = "outside it"
+        if is_concrete(below, above) and not jnp.ndim(below) and not jnp.ndim(above):
+            reach = f"in [{float(below):.4g}, {float(above):.4g}]"
+        checks.append(
+            Check(
+                (below < lo) | (above > hi),
+                f"rail {i} ({name}) allows θ in [{lo:.4g}, {hi:.4g}] only (a mass cannot "
+                f"leave its rail), but the control ({type(control).__name__}) reaches θ "
+                f"{reach} (furthest out quoted)",
+                out,
+            )
+        )
+    return checks

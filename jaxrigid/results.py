@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._callbacks import host_callback
-from ._checks import first_row, is_concrete, member_of
+from ._checks import first_row, is_concrete, mapped_note, member_of
 
 
 class RESULTS(enum.IntEnum):
@@ -169,8 +169,9 @@ def summarize(per_save: Outcome, batch_shape) -> Outcome:
 # --- throw=True -----------------------------------------------------------------------
 
 
-def failure_message(result, step, t, member, count, size) -> str:
-    """The message of `StepFailedError`: cause, step, time, member, and advice."""
+def failure_message(result, step, t, member, count, size, mapped: str = "") -> str:
+    """The message of `StepFailedError`: cause, step, time, member (`mapped`: the index in
+    a caller's `vmap`, `_checks.mapped_note`), and advice."""
     cause = RESULTS(int(result))
     who = ""
     if member is not None:
@@ -178,12 +179,13 @@ def failure_message(result, step, t, member, count, size) -> str:
     text = f"step {int(step)} (t = {float(t):.6g}){who} failed: {cause.name}"
     if size > 1:
         text += f" ({int(count)} of {int(size)} trajectories had failed steps)"
-    return f"{text}. {cause.advice}."
+    return f"{text}{mapped}. {cause.advice}."
 
 
-def raise_on_failure(outcome: Outcome, t0, dt):
+def raise_on_failure(outcome: Outcome, t0, dt, note: str = ""):
     """`StepFailedError` for the first failing member, if any: at once for a concrete
-    outcome, from the compiled program (a host callback) inside `jit`."""
+    outcome, from the compiled program (a host callback) inside `jit`; `note` is appended to
+    its message."""
     shape = jnp.shape(outcome.result)
     failed = (outcome.result != RESULTS.successful).reshape(-1)
     first = jnp.argmax(failed)
@@ -195,10 +197,12 @@ def raise_on_failure(outcome: Outcome, t0, dt):
     def host(any_failed, first, count, result, step, t):
         if not np.asarray(any_failed).any():
             return
+        mapped = mapped_note(any_failed)
         first, count, result, step, t = first_row(any_failed, first, count, result, step, t)
         size = int(np.prod(shape)) if shape else 1
         member = member_of(first, shape)
-        raise StepFailedError(failure_message(result, step, t, member, count, size))
+        message = failure_message(result, step, t, member, count, size, mapped)
+        raise StepFailedError(message + note)
 
     if is_concrete(reduced):
         host(*(np.asarray(r) for r in reduced))

@@ -61,7 +61,7 @@ def simulate(
     save_every: int = 1,
     save=None,
     model_axes=None,
-    throw: bool = False,
+    throw: bool | None = None,
     observer: AbstractObserver | None = None,
     observations0=None,
     solver_state0=None,
@@ -75,9 +75,13 @@ def simulate(
     backwards); `save_every` (must divide `n_steps`); `save` (optional `fn(t, state)` of one
     member: what to keep at each saved time instead of the whole state, e.g. an observable);
     `model_axes` (`None`: one model for all members; `0` or a pytree prefix: the model's
-    ensemble axis, as `jax.vmap`'s `in_axes`); `throw` (raise `StepFailedError` naming the
-    cause, step, time and member of the first failed step, also inside `jit`; for large
-    ensembles prefer `throw=False` and inspect `solution.outcome`); `observer` (an
+    ensemble axis, as `jax.vmap`'s `in_axes`); `throw` (`True`: raise `StepFailedError` naming
+    the cause, step, time and member of the first failed step, also inside `jit`; `False`:
+    report it in `solution.outcome` only; `None`, the default: `False`, except under a
+    derivative (`jax.grad`, `jvp`, `vjp`) with `checks="raise"`, where the outcome is hidden
+    from the caller and a failed step would leave a NaN gradient with no cause: there it
+    raises — to get the outcome beside a gradient instead, pass `throw=False` and return
+    `solution.outcome` as `jax.grad(..., has_aux=True)`'s auxiliary output); `observer` (an
     `AbstractObserver` updated every step inside the scan) and `observations0` (its carry to
     continue from); `solver_state0` (a previous `Solution.solver_state`, to continue that
     run: with its `final_state` as `state0` the two runs equal one unsplit run bit for bit);
@@ -134,20 +138,26 @@ def simulate(
     model.check_state_shapes(plain0)
     dtype = leaves[0].dtype
     _input_checks.check_dtypes(model, dtype)
-    if checks == "raise":
-        _input_checks.apply_value_checks(integrator, model, state0, t0, dt)
 
     broadcast = None
     n_members = int(np.prod(batch_shape)) if batch_shape else None
+    checked = model  # what the value checks see: the members on axis 0, as integrated
     if model_axes is not None:
-        sizes = {x.shape[a] for x, a in zip(*_leaves_with_axes(model, model_axes)) if a is not None}
-        if len(sizes) != 1:
-            raise ValueError(f"model_axes must select one ensemble size, got sizes {sorted(sizes)}")
-        m = sizes.pop()
-        if n_members is None:
+        leaves, axes = _leaves_with_axes(model, model_axes)
+        m, checked = _model_members(model, leaves, axes)
+        if m is None and n_members is None:
+            raise ValueError(
+                f"model_axes={model_axes!r} sweeps no array of the {type(model).__name__} and the "
+                "state is one trajectory: there is no ensemble (model_axes=None)"
+            )
+        if m is None:  # no array to sweep (a model of functions): shared, as under vmap
+            pass
+        elif n_members is None:
             broadcast, batch_shape, n_members = m, (m,), m
         elif n_members != m:
             raise ValueError(f"state ensemble has {n_members} members but the model sweep has {m}")
+    if checks == "raise":
+        _input_checks.apply_value_checks(integrator, checked, state0, t0, dt, n_steps)
 
     spec, inputs = (n_save, save_every, checkpoint), (model, state0, observations0, solver_state0)
     args = (observer, save, *inputs, t0, dt)
@@ -170,12 +180,24 @@ def simulate(
         solution = _compiled_runner(spec, model_axes, layout)(integrator, *args, None)
     if checks == "outcome":
         invalid = _input_checks.invalid_members(
-            _input_checks.value_checks(integrator, model, state0, t0, dt), batch_shape
+            _input_checks.value_checks(integrator, checked, state0, t0, dt, n_steps), batch_shape
         )
         solution = _input_checks.mark_invalid(solution, invalid, len(batch_shape))
+    if throw is None:  # under a derivative the caller cannot see the outcome (issue 32)
+        throw = checks == "raise" and _checks.is_differentiated(*inputs, t0, dt)
+        note = _UNDER_A_DERIVATIVE if throw else ""
+    else:
+        note = ""
     if throw:
-        results.raise_on_failure(solution.outcome, solution.ts[0], dt)
+        results.raise_on_failure(solution.outcome, solution.ts[0], dt, note)
     return solution
+
+
+_UNDER_A_DERIVATIVE = (
+    " (raised under a derivative, whose gradient would be NaN: to return the outcome beside "
+    "the gradient instead, pass throw=False and solution.outcome as jax.grad(..., has_aux=True)'s"
+    " auxiliary output)"
+)
 
 
 def check_integrates(integrator, model) -> None:
@@ -218,6 +240,32 @@ def _leaves_with_axes(model, model_axes):
     if len(axes) != len(leaves):
         raise ValueError("model_axes must be a prefix of the model's pytree structure")
     return leaves, axes
+
+
+def _model_members(model, leaves, axes):
+    """`(members, model)`: the ensemble size `model_axes` selects and the model with each
+    swept leaf's ensemble axis moved to the front — the slices that are integrated, which the
+    value checks must see (with `model_axes=1` they checked the axis-0 slices); `None`
+    members when no leaf is swept. `ValueError` for an axis a leaf does not have, or sizes
+    that differ."""
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(model)[0]]
+    sizes, moved = set(), []
+    for path, x, a in zip(paths, leaves, axes):
+        if a is None:
+            moved.append(x)
+            continue
+        ndim = jnp.ndim(x)
+        if not (_checks.is_integer(a) and -ndim <= a < ndim):
+            raise ValueError(
+                f"model_axes: {type(model).__name__}{path} has shape {jnp.shape(x)}, no axis "
+                f"{a!r} to sweep (model_axes=None shares one model among all members)"
+            )
+        sizes.add(jnp.shape(x)[a])
+        moved.append(jnp.moveaxis(x, a, 0))
+    if len(sizes) > 1:
+        raise ValueError(f"model_axes must select one ensemble size, got sizes {sorted(sizes)}")
+    treedef = jax.tree_util.tree_structure(model)
+    return (sizes.pop() if sizes else None), jax.tree_util.tree_unflatten(treedef, moved)
 
 
 def _check_compensated(integrator, state0):

@@ -1,9 +1,11 @@
 """`jaxrigid control PROBLEM` (issue 14): the contract of a short run (few iterations, coarse
-step) — files, array shapes, JSON fields — and bad input (one line, exit status 2)."""
+step) — files, array shapes, JSON fields — its verdict (issue 32: `converged`, exit status
+`NOT_CONVERGED` when the target is missed), and bad input (one line, exit status 2)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import re
@@ -12,6 +14,8 @@ import numpy as np
 import pytest
 
 from jaxrigid import cli
+from jaxrigid.cli.control import NOT_CONVERGED
+from jaxrigid.control import problems
 
 KEYS = {
     "problem",
@@ -24,8 +28,11 @@ KEYS = {
     "final_x",
     "miss",
     "resimulated_miss",
+    "tolerance",
+    "converged",
     "seconds",
 }
+SHORT_RUN = ["reach-point", "--iterations", "4", "--starts", "2", "--dt", "0.25"]
 
 
 def _control(args):
@@ -38,19 +45,21 @@ def _control(args):
 
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory):
-    """reach-point, 2 starts × 4 iterations at dt = 0.25 (20 steps), as JSON."""
+    """reach-point, 2 starts × 4 iterations at dt = 0.25 (20 steps), as JSON: far too few
+    iterations to reach the target within 1e-3, so the command exits `NOT_CONVERGED`
+    (`test_not_converged`)."""
     out = tmp_path_factory.mktemp("control")
-    args = ["reach-point", "--iterations", "4", "--starts", "2", "--dt", "0.25"]
-    rc, stdout, stderr = _control([*args, "--method", "rkmk4", "--out", str(out), "--json"])
-    assert rc == 0, stderr
-    return json.loads(stdout), stderr, out
+    args = [*SHORT_RUN, "--method", "rkmk4", "--out", str(out), "--json"]
+    rc, stdout, stderr = _control(args)
+    assert rc in (0, NOT_CONVERGED), stderr
+    return json.loads(stdout), stderr, out, rc
 
 
 def test_json_report(short_run):
     """One JSON object with the issue's fields; `iterations` counts the L-BFGS iterations
     (`--iterations 4`: one outer iteration of 4, fewer than the problem's 25 inner), the
     re-simulation uses DLA at dt/4, the miss is the distance of `final_x` to (1, 0.5)."""
-    report, _, _ = short_run
+    report, _, _, _ = short_run
     assert KEYS <= set(report)
     assert report["problem"] == "reach-point" and report["method"] == "RKMK4"
     assert report["dt"] == 0.25 and report["starts"] == 2 and report["iterations"] == 4
@@ -59,7 +68,7 @@ def test_json_report(short_run):
     miss = np.hypot(report["final_x"][0] - 1.0, report["final_x"][1] - 0.5)
     np.testing.assert_allclose(report["miss"], miss, rtol=1e-12)
     assert report["cost_final"] >= 0 and report["seconds"] > 0
-    assert report["spread"]["n_feasible"] in (0, 1, 2)
+    assert report["spread"]["n_feasible"] == 0  # neither start met the target
     assert report["cost_initial"] >= 0.0
     assert np.isfinite(report["resimulated_miss"])
 
@@ -72,7 +81,7 @@ def test_progress_lines(short_run):
     start's final `L_A` in the npz history) and a gradient norm; the count never exceeds 4
     (one callback per iteration holding both starts' values, one step). stdout holds the JSON
     alone."""
-    _, stderr, out = short_run
+    _, stderr, out, _ = short_run
     bars = [line.strip() for line in stderr.splitlines() if "%|" in line]
     assert len(bars) >= 2 and stderr.endswith("\n")
     assert "0/4" in bars[0] and "compiling ..." in bars[0]
@@ -91,7 +100,7 @@ def test_files(short_run):
     """`DIR/reach-point.npz`: `t` every step (21 times), `theta`, `theta_dot`, `theta_ddot`
     `(21, 2)`, `x (21, 3)`, the coefficients `(M, 2)`; the controls start at rest at −π/2;
     `x` ends at `final_x`. And the plot `DIR/reach-point.png`."""
-    report, _, out = short_run
+    report, _, out, _ = short_run
     with np.load(out / "reach-point.npz") as z:
         t, theta = z["t"], z["theta"]
         np.testing.assert_allclose(t, 0.25 * np.arange(21), atol=1e-12)
@@ -107,13 +116,64 @@ def test_files(short_run):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_not_converged(short_run):
+    """4 iterations leave reach-point's target missed by far more than its tolerance 1e-3:
+    `converged` false in the JSON and in the npz (a 0-d bool), the exit status
+    `NOT_CONVERGED` (3, not bad input's 2), the JSON still on stdout and the files written,
+    and stderr's last line says so with the tolerance and the miss."""
+    report, stderr, out, rc = short_run
+    assert NOT_CONVERGED == 3 and rc == NOT_CONVERGED
+    assert report["converged"] is False and report["tolerance"] == 1e-3
+    assert report["infeasibility"] > 1e-3 and report["miss"] > 1e-3
+    with np.load(out / "reach-point.npz") as z:
+        assert z["converged"].dtype == np.bool_ and z["converged"].shape == ()
+        assert not z["converged"]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("jaxrigid: error: problem reach-point: not converged")
+    assert "tolerance 0.001" in last and f"{report['miss']:.3e}" in last
+    assert last.endswith("exit status 3")
+
+
+def test_converged_within_tolerance(short_run, monkeypatch, tmp_path):
+    """The same short run judged against a tolerance above what it reached (reach-point
+    rebuilt with `tolerance` = 2 × its infeasibility): the same numbers, `converged` true in
+    the JSON and the npz, exit status 0 and no error line. The compiled programs are the
+    first run's (the tolerance is not in them)."""
+    first, _, _, _ = short_run
+    tolerance = 2 * max(first["infeasibility"], first["miss"])
+    build = problems.PROBLEMS["reach-point"]
+    patched = lambda **options: dataclasses.replace(build(**options), tolerance=tolerance)  # noqa: E731
+    monkeypatch.setitem(problems.PROBLEMS, "reach-point", patched)
+    rc, stdout, stderr = _control([*SHORT_RUN, "--out", str(tmp_path), "--json"])
+    assert rc == 0, stderr
+    report = json.loads(stdout)
+    assert report["converged"] is True and report["tolerance"] == tolerance
+    assert report["infeasibility"] == first["infeasibility"] and report["miss"] == first["miss"]
+    assert report["spread"]["n_feasible"] >= 1
+    with np.load(tmp_path / "reach-point.npz") as z:
+        assert z["converged"].dtype == np.bool_ and bool(z["converged"])
+    assert "error" not in stderr
+
+
+def test_help_states_exit_statuses():
+    """`jaxrigid control --help` names the exit statuses, `NOT_CONVERGED` among them."""
+    rc, stdout, _ = _control(["--help"])
+    text = " ".join(stdout.split())
+    assert rc == 0
+    assert f"{NOT_CONVERGED} it is not (not converged" in text
+    assert "2 bad input" in text and "0 the target constraint is met" in text
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["reach-moon"], "unknown control problem 'reach-moon'; valid problems: reach-point"),
         (["reach-point", "--method", "gauss6"], "valid methods: RKMK2, RKMK4, RKMK8, DLA"),
         (["reach-point", "--dt", "0.3"], "dt must divide T = 5.0"),
-        (["reach-point", "--dt", "-1"], "--dt must be a positive finite number"),
+        (["reach-point", "--dt", "-1"], "--dt must be a positive finite number, got -1.0"),
+        (["reach-point", "--dt", "0"], "--dt must be a positive finite number, got 0.0"),
+        (["reach-point", "--dt", "nan"], "--dt must be a positive finite number, got nan"),
+        (["reach-point", "--dt", "inf"], "--dt must be a positive finite number, got inf"),
         (["reach-point", "--starts", "0"], "--starts must be a positive integer"),
         (["reach-point", "--iterations", "0"], "--iterations must be a positive integer"),
     ],

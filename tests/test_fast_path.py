@@ -125,7 +125,8 @@ def test_a_member_no_form_can_step_reports_its_failure():
     ok = np.asarray(a.newton.all_converged)
     assert ok[0] and not ok[1]
     assert int(a.outcome.result[1]) == int(b.outcome.result[1]) != RESULTS.successful
-    with pytest.raises(jr.StepFailedError):
+    cause = RESULTS(int(b.outcome.result[1])).name
+    with pytest.raises(jr.StepFailedError, match=rf"of ensemble member 1 failed: {cause}"):
         jr.simulate(FAST, model, s0, 0.05, 10, throw=True)
 
 

@@ -34,6 +34,7 @@ def _run(body, dt=0.01, t0=0.0, state=None):
         ({"dt": 0.01 + 0j}, r"^dt must be a real number, got dtype complex128$"),
         ({"t0": False}, r"^t0 must be a real number, got a boolean \(False\)$"),
         ({"t0": "0"}, r"^t0 must be a real number, got the string '0'$"),
+        ({"dt": None}, r"^dt must be a real number, got None$"),
     ],
 )
 def test_a_time_that_is_not_a_number_is_refused(body, kwargs, message):
@@ -66,3 +67,18 @@ def test_an_integer_step_is_the_float_step(body):
     a, b = _run(body, dt=1), _run(body, dt=1.0)
     for x, y in zip(jax.tree.leaves(a.final_state), jax.tree.leaves(b.final_state)):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_torque_of_the_wrong_shape_is_named(body):
+    """A user's torque function returning the wrong shape is named before tracing (it was
+    "add got incompatible shapes for broadcasting: (3,), (2,)" from deep inside a step)."""
+    model, state0 = body
+    wrong = jr.RigidBody(model.inertia, torque=lambda t, R, Pi: Pi[:2])
+    message = r"RigidBody's torque T\(t, R, Pi\) must return .* shape \(3,\) .*got \(2,\)"
+    with pytest.raises(ValueError, match=message):
+        jr.simulate(jr.IMIDM(), wrong, state0, 0.01, 2)
+    with pytest.raises(ValueError, match=message):  # under vmap: one member's shape
+        states = jax.tree.map(lambda x: jnp.stack([x, x]), state0)
+        jax.vmap(lambda s: jr.simulate(jr.IMIDM(), wrong, s, 0.01, 2).final_state)(states)
+    right = jr.RigidBody(model.inertia, torque=lambda t, R, Pi: 0.1 * Pi)
+    assert np.isfinite(jr.simulate(jr.IMIDM(), right, state0, 0.01, 2).final_state.Pi).all()

@@ -461,7 +461,7 @@ def test_solve_matches_numpy(n):
 
 
 def test_solve_rejects_mismatched_shapes():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"solve needs A of shape \(n, n\).*got \(3, 2\), \(3,\)"):
         _linalg.solve(jnp.zeros((3, 2)), jnp.zeros(3))
 
 

@@ -239,7 +239,7 @@ def test_simulate_validates_the_initial_state_of_every_model(case_name):
     integrator = get_method(case.default_method, case.family)
     jr.simulate(integrator, model, state0, case.default_dt, 2)  # the valid state runs
     bad = state0._replace(**{state0._fields[0]: 1.1 * state0[0]})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"(R0|R|directors) (is|are) not orthonormal"):
         jr.simulate(integrator, model, bad, case.default_dt, 2)
 
 

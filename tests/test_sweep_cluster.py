@@ -120,7 +120,7 @@ def _interrupted(out, at_start, monkeypatch):
         return original(self, name, start, value)
 
     monkeypatch.setattr(store_module.Store, "_write_rows", failing)
-    with pytest.raises(store_module.SweepStoreError):
+    with pytest.raises(store_module.SweepStoreError, match="No space left on device"):
         run(small(), out, progress=False)
     monkeypatch.undo()
 

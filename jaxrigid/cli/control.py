@@ -26,8 +26,13 @@ equations of motion.
 (`control.lbfgs`): the problem's inner count (`default_settings`) per multiplier update,
 `ceil(N / inner)` updates (an `N` below the inner count: one update of `N`). `--starts K`:
 the problem's own guess (masses at rest) and `K − 1` seeded draws (`initial_guesses`,
-`--seed`). With `--json` it prints one JSON object on stdout. Bad input exits with status 2
-and one line on stderr.
+`--seed`). With `--json` it prints one JSON object on stdout. Exit statuses (`EXIT_HELP`):
+0 when the target constraint is met within the problem's tolerance (`converged`: the
+optimiser's infeasibility `|c|`, obstacle violations included, and the reported miss both at
+most `tolerance`); 3 (`NOT_CONVERGED`) when it is not — the files, the JSON (`converged:
+false`) and the npz (`converged`) are written all the same, and one line on stderr says by how
+much it was missed; 2 for bad input and 1 for a run that could not be completed (one line on
+stderr each).
 """
 
 from __future__ import annotations
@@ -41,15 +46,28 @@ from pathlib import Path
 import numpy as np
 
 from ..progress import OptimiserProgress
+from .control_plot import plot_control
 from .errors import RunError, UsageError, warn
 from .output import _jsonable, make_out_dir
 
 CASE = "rolling-ball-two-circles"  # the ball every problem uses (its integrators apply)
 REFINE = 4  # the re-simulation's step is dt / REFINE
+NOT_CONVERGED = 3  # exit status: the target constraint is not met within its tolerance
+EXIT_HELP = (
+    "exit status: 0 the target constraint is met within the problem's tolerance (converged); "
+    f"{NOT_CONVERGED} it is not (not converged: the outputs are still written, with "
+    '"converged": false); 2 bad input; 1 the run could not be completed'
+)
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("control", help="optimise the rolling ball's controls for a named problem")
+    p = sub.add_parser(
+        "control",
+        help="optimise the rolling ball's controls for a named problem",
+        description="Optimise the rolling ball's rail controls for a named problem "
+        "(reach-point, follow-circle, figure-eight, avoid-obstacles).",
+        epilog=EXIT_HELP,
+    )
     p.add_argument("problem", help="problem name (reach-point, follow-circle, ...)")
     p.add_argument(
         "--iterations",
@@ -170,7 +188,7 @@ def cmd_control(args) -> int:
         problem = get_problem(name, **options)  # its model picks the methods that apply
         method, integrator = _method(args.method, problem.model)
         problem = get_problem(name, integrator=integrator, **options)
-    except ValueError as err:
+    except (TypeError, ValueError) as err:
         raise UsageError(f"problem {name}: {err}") from None
     settings = _settings(name, args.iterations, mode)
     out = Path(args.out)
@@ -207,6 +225,9 @@ def cmd_control(args) -> int:
     re_method, re_integrator = _resimulation_method(method, problem.model)
     resim = _dense(problem, p, re_integrator, REFINE)
     resim_miss = float(problem.miss(resim))
+    # the optimiser's infeasibility (obstacle violations included) and the miss reported
+    # beside the tolerance: both within it, or the command exits NOT_CONVERGED
+    converged = bool(res.converged) and miss <= problem.tolerance
     t = np.asarray(traj.ts)
     theta, theta_dot, theta_ddot, forces = _rails(problem, p, traj)
 
@@ -229,6 +250,7 @@ def cmd_control(args) -> int:
         "resimulated_miss": resim_miss,
         "resimulation": {"method": re_method, "dt": problem.dt / REFINE},
         "tolerance": problem.tolerance,
+        "converged": converged,
         "seconds": seconds,
     }
     clearance = problem.obstacle_clearance(traj)
@@ -251,6 +273,7 @@ def cmd_control(args) -> int:
         "q": np.asarray(traj.q),
         "Omega": np.asarray(traj.Omega),
         "coefficients": np.asarray(p),
+        "converged": np.asarray(converged),
         **({} if forces is None else {"u": forces}),
         "coefficients_initial": np.asarray(p0s[0] if spread is None else p0s[spread["best_index"]]),
         "resimulated_t": np.asarray(resim.ts),
@@ -266,7 +289,7 @@ def cmd_control(args) -> int:
     paths = [out / f"{name}.npz", out / f"{name}.png"]
     try:
         np.savez(paths[0], **arrays)
-        if not _plot(paths[1], problem, report, arrays):
+        if not plot_control(paths[1], problem, report, arrays, REFINE):
             warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
             paths.pop()
     except OSError as err:
@@ -291,8 +314,18 @@ def cmd_control(args) -> int:
                 f"obstacle clearance: {report['obstacle_clearance']:.4f} at the steps, "
                 f"{report['resimulated_obstacle_clearance']:.4f} re-simulated"
             )
+        print("converged" if converged else "NOT converged")
         print("wrote " + ", ".join(str(q) for q in paths))
-    return 0
+    if converged:
+        return 0
+    print(
+        f"jaxrigid: error: problem {name}: not converged: the target constraint is not met "
+        f"within its tolerance {problem.tolerance:g} (infeasibility "
+        f"{float(res.residual_norm):.3e}, {report['miss_kind']} {miss:.3e}); exit status "
+        f"{NOT_CONVERGED}",
+        file=sys.stderr,
+    )
+    return NOT_CONVERGED
 
 
 def _rails(problem, p, traj):
@@ -313,53 +346,3 @@ def _rails(problem, p, traj):
     rates = jax.vmap(model.vector_field)(ts, states)
     arrays = (traj.theta, traj.theta_dot, rates.theta_dot, parametrised.sample(ts))
     return tuple(np.asarray(a) for a in arrays)
-
-
-def _plot(path: Path, problem, report: dict, arrays: dict) -> bool:
-    """The contact path against the target (with the obstacles), and the controls `θᵢ(t)`,
-    `θ̈ᵢ(t)`. False without matplotlib."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        from matplotlib.patches import Circle
-    except ImportError:
-        return False
-    from ..control.costs import DiscObstacles
-
-    fig = Figure(figsize=(11, 6), layout="constrained")
-    FigureCanvasAgg(fig)
-    left, right = fig.subfigures(1, 2, width_ratios=(1.2, 1))
-    ax = left.subplots()
-    x, t, target = arrays["x"], arrays["t"], arrays["target"]
-    if target.ndim == 2:
-        ax.plot(target[:, 0], target[:, 1], "k--", lw=1, label="target x*(t)")
-    else:
-        ax.plot(target[0], target[1], "k*", ms=12, label="target")
-    for term in problem.inequalities:
-        if isinstance(term, DiscObstacles):
-            for c, r in zip(np.asarray(term.centres), np.asarray(term.radii)):
-                ax.add_patch(Circle(c, r, color="tab:red", alpha=0.3))
-    ax.plot(x[:, 0], x[:, 1], lw=1.5, label=f"{report['method']}, dt = {report['dt']:g}")
-    xr = arrays["resimulated_x"]
-    label = f"re-simulated ({report['resimulation']['method']}, dt/{REFINE})"
-    ax.plot(xr[:, 0], xr[:, 1], ":", lw=1.5, label=label)
-    ax.plot(x[:1, 0], x[:1, 1], "o", ms=4)
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.set_xlabel("x1")
-    ax.set_ylabel("x2")
-    ax.legend(fontsize="small")
-    ax.set_title(
-        f"{report['problem']}: {report['miss_kind']} {report['miss']:.2e}", fontsize="medium"
-    )
-    top, bottom = right.subplots(2, 1, sharex=True)
-    lower, symbol = ("u", "u") if "u" in arrays else ("theta_ddot", "θ̈")
-    for i in range(arrays["theta"].shape[1]):
-        top.plot(t, arrays["theta"][:, i], label=f"θ{i + 1}")
-        bottom.plot(t, arrays[lower][:, i], label=f"{symbol}{i + 1}")
-    top.set_ylabel("θ (rail position)")
-    bottom.set_ylabel(symbol + (" (rail force)" if "u" in arrays else ""))
-    bottom.set_xlabel("t")
-    top.legend(fontsize="small")
-    top.set_title("controls", fontsize="medium")
-    fig.savefig(path, dpi=100)
-    return True

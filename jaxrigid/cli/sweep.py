@@ -3,6 +3,10 @@
 a resumable store (`jaxrigid.sweep`), in this process or on a Dask distributed cluster (one
 task per chunk, `jaxrigid.sweep.cluster`); progress on stderr, a summary line on stdout.
 
+`jaxrigid sweep verify DIR`: every chunk of the store at DIR read and checked against its
+completion record; one line per chunk that is not finished, a summary line; exit status 1 when
+a chunk is damaged, 0 otherwise (an unfinished sweep is not a damaged one).
+
 `--devices` applies to a run in this process only: on a cluster each worker shards a chunk over
 its own local devices, so `--devices` with a cluster option is a usage error rather than a
 silently ignored option."""
@@ -16,8 +20,14 @@ from .errors import RunError, UsageError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sweep", help="run a parameter sweep from a TOML spec into a store")
-    p.add_argument("spec", help="the sweep's TOML spec (see examples/*.toml)")
+    p = sub.add_parser(
+        "sweep",
+        help="run a parameter sweep from a TOML spec into a store; `sweep verify DIR` checks one",
+        epilog="jaxrigid sweep verify DIR: check every chunk of the store at DIR against its "
+        "completion record; exit status 1 when a chunk is damaged, 0 otherwise",
+    )
+    p.add_argument("spec", help="the sweep's TOML spec (see examples/*.toml), or `verify`")
+    p.add_argument("store", nargs="?", help="with `verify`: the store's directory")
     p.add_argument("--out", help="output directory (default: the spec's name beside it)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep")
     p.add_argument("--devices", type=int, help="local devices to shard over (default: all)")
@@ -78,12 +88,40 @@ def _run(sweep, out, args) -> None:
         run_distributed(sweep, out, client, resume=args.resume)
 
 
+def cmd_verify(args) -> int:
+    """`jaxrigid sweep verify DIR`."""
+    from ..sweep import SweepStoreError, verify
+
+    options = ("out", "devices", "scheduler", "scheduler_file", "local_workers")
+    if args.store is None or args.resume or any(getattr(args, o) is not None for o in options):
+        raise UsageError("usage: jaxrigid sweep verify DIR (no other option)")
+    try:
+        states = verify(args.store)
+    except FileNotFoundError as err:
+        raise UsageError(str(err)) from None
+    except SweepStoreError as err:
+        raise RunError(str(err)) from None
+    counts = {k: sum(c.state == k for c in states) for k in ("finished", "missing", "damaged")}
+    for c in states:
+        if c.state != "finished":
+            why = f": {c.why}" if c.why else ""
+            print(f"chunk {c.index} (members {c.start}..{c.stop - 1}) {c.state}{why}")
+    members = states[-1].stop if states else 0
+    summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+    print(f"{args.store}: {members} members in {len(states)} chunks: {summary}")
+    return 1 if counts["damaged"] else 0
+
+
 def cmd_sweep(args) -> int:
     from pathlib import Path
 
     from ..sweep import SweepStoreError, load_spec
     from ..sweep.cluster import SweepTaskError
 
+    if args.spec == "verify":
+        return cmd_verify(args)
+    if args.store is not None:
+        raise UsageError(f"unexpected argument {args.store!r} (only `sweep verify` takes a DIR)")
     spec = Path(args.spec)
     out = Path(args.out) if args.out else spec.with_suffix("")
     try:

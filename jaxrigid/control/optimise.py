@@ -52,12 +52,13 @@ import optax
 from jax import lax
 
 from .._callbacks import host_callback
-from .._checks import is_concrete
+from .._checks import is_concrete, real_number
 from .._input_checks import reported_in_outcome
 from ..compilation_cache import ensure_compilation_cache
 from . import lbfgs
 
 __all__ = [
+    "DEFAULT_TOLERANCE",
     "AugmentedLagrangian",
     "MultiStartResult",
     "OptimiseResult",
@@ -99,7 +100,9 @@ class OptimiseResult(NamedTuple):
     `(n_outer, n_inner)` arrays `lagrangian` (`L_A`), `grad_norm` (`|∇ₚL_A|`), and per outer
     iteration `cost`, `residual_norm` (`(n_outer,)`, after it); `cost_initial` `f(p₀)`,
     `residual_norm_initial`; `inequality` `g` at the optimum and `inequality_multipliers`
-    `μ` (`(0,)` for an objective without inequalities)."""
+    `μ` (`(0,)` for an objective without inequalities); `converged` (bool) whether
+    `residual_norm ≤ tolerance` (`optimise`'s) with a finite `cost`: read it before
+    trusting `coefficients`."""
 
     coefficients: jax.Array
     cost: jax.Array
@@ -112,6 +115,27 @@ class OptimiseResult(NamedTuple):
     residual_norm_initial: jax.Array
     inequality: Any = None
     inequality_multipliers: Any = None
+    converged: Any = None
+
+
+DEFAULT_TOLERANCE = 1e-3
+"""The constraint tolerance of an objective that states none (no `tolerance` attribute)."""
+
+
+def _tolerance(objective, tolerance) -> float:
+    """`tolerance`, else the objective's own (`ControlProblem.tolerance`), else
+    `DEFAULT_TOLERANCE`: a number ≥ 0 (`inf`: any finite result converges)."""
+    if tolerance is None:
+        tolerance = getattr(objective, "tolerance", DEFAULT_TOLERANCE)
+    value = real_number("tolerance", tolerance)
+    if not value >= 0:  # NaN too
+        raise ValueError(f"tolerance must be a number ≥ 0 (or inf), got {tolerance!r}")
+    return value
+
+
+def _with_converged(result: OptimiseResult, tolerance: float) -> OptimiseResult:
+    ok = jnp.isfinite(result.cost) & (result.residual_norm <= tolerance)  # one per start
+    return result._replace(converged=ok)
 
 
 def _evaluate(objective, p):
@@ -286,6 +310,8 @@ def optimise(
     p0,
     settings: AugmentedLagrangian | None = None,
     callback: Callable | None = None,
+    *,
+    tolerance: float | None = None,
 ) -> OptimiseResult:
     """Minimise `f(p)` subject to `c(p) = 0` (and `g(p) ≤ 0`) by (AL) and (PHR) from `p0`.
 
@@ -293,18 +319,23 @@ def optimise(
     `equinox.Module`, e.g. a `ControlProblem`, so that its arrays are traced, not baked
     in); `p0` an array (any shape, e.g. `(M, n)` coefficients). Compiled
     (`equinox.filter_jit`: for concrete inputs three programs, the start, one outer
-    iteration and the end; one under a caller's trace); returns an `OptimiseResult`. NaN
-    or inf in `p0` raises `ValueError` (concrete `p0`). Turns on the persistent
-    compilation cache unless JAX has one
+    iteration and the end; one under a caller's trace); returns an `OptimiseResult`, whose
+    `converged` says whether `|c|` (with the inequalities' violation) ended within
+    `tolerance` (default: the objective's `tolerance` attribute, e.g. a `ControlProblem`'s,
+    else `DEFAULT_TOLERANCE`). NaN or inf in `p0` raises `ValueError` (concrete `p0`).
+    Turns on the persistent compilation cache unless JAX has one
     (`jaxrigid.compilation_cache.ensure_compilation_cache`)."""
     ensure_compilation_cache()
     settings = AugmentedLagrangian() if settings is None else settings
+    tolerance = _tolerance(objective, tolerance)
     p0 = _check_p0(objective, p0)
     if not isinstance(p0, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(p0))):
         raise ValueError("initial coefficients contain NaN or inf")
     if is_concrete(objective, p0):
-        return _host_driven(objective, p0, settings, callback, batched=False)
-    return _jitted(objective, p0, settings, callback)
+        result = _host_driven(objective, p0, settings, callback, batched=False)
+    else:
+        result = _jitted(objective, p0, settings, callback)
+    return _with_converged(result, tolerance)
 
 
 @eqx.filter_jit
@@ -314,9 +345,11 @@ def _jitted(objective, p0, settings, callback):
 
 
 class MultiStartResult(NamedTuple):
-    """`best` (an `OptimiseResult` of one start: among starts whose `|c| ≤ tolerance` the
-    least `cost`, else the least `|c|`); `best_index`; `all` (every start's result, leading
-    axis `K`); `spread`: `{"cost_min", "cost_median", "cost_max", "n_feasible"}`."""
+    """`best` (an `OptimiseResult` of one start: among the converged starts (`|c| ≤
+    tolerance`, finite cost) the least `cost`, else the least `|c|`: then `best.converged`
+    is False); `best_index`; `all` (every start's result, leading axis `K`); `spread`:
+    `{"cost_min", "cost_median", "cost_max", "n_feasible"}` (`n_feasible` the converged
+    starts)."""
 
     best: OptimiseResult
     best_index: jax.Array
@@ -328,13 +361,15 @@ def multi_start(
     objective: Callable,
     p0s,
     settings: AugmentedLagrangian | None = None,
-    tolerance: float = 1e-3,
+    tolerance: float | None = None,
     callback: Callable | None = None,
 ) -> MultiStartResult:
     """`K` runs of `optimise` at once: `jax.vmap` over the leading axis of `p0s (K, ...)`
-    (one compiled program; on a GPU the starts run in parallel)."""
+    (one compiled program; on a GPU the starts run in parallel). `tolerance` as
+    `optimise`'s (default: the objective's, else `DEFAULT_TOLERANCE`)."""
     ensure_compilation_cache()
     settings = AugmentedLagrangian() if settings is None else settings
+    tolerance = _tolerance(objective, tolerance)
     p0s = _check_p0(objective, p0s)
     if p0s.ndim < 1 or p0s.shape[0] < 1:
         raise ValueError(f"p0s needs a leading axis of starts, got shape {p0s.shape}")
@@ -344,9 +379,11 @@ def multi_start(
         results = _host_driven(objective, p0s, settings, callback, batched=True)
     else:
         results = _multi(objective, p0s, settings, callback)
-    feasible = results.residual_norm <= tolerance
+    results = _with_converged(results, tolerance)
+    feasible = results.converged
     score = jnp.where(feasible, results.cost, jnp.inf)
-    best = jnp.where(jnp.any(feasible), jnp.argmin(score), jnp.argmin(results.residual_norm))
+    miss = jnp.where(jnp.isnan(results.residual_norm), jnp.inf, results.residual_norm)
+    best = jnp.where(jnp.any(feasible), jnp.argmin(score), jnp.argmin(miss))  # NaN: last
     pick = jax.tree_util.tree_map(lambda x: x[best], results)
     spread = {
         "cost_min": jnp.min(results.cost),

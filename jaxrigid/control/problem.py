@@ -15,12 +15,14 @@ The named problems are in `problems`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._checks import is_integer, real_number
 from ..lie.quaternion import to_matrix
 from ..models.rolling_ball_unreduced import RollingBallUnreduced
 from .costs import (
@@ -51,6 +53,18 @@ class ParametrisedSlot(NamedTuple):
     def get(self, model):
         """The parametrised object of `model` (also `eqx.tree_at`'s selector)."""
         return getattr(model, self.field)
+
+
+def checked_step(dt) -> float:
+    """`dt` as a float if it is a positive finite real number; `TypeError` for a boolean, a
+    string or another non-number, `ValueError` for 0, a negative step, NaN or inf."""
+    try:
+        value = real_number("dt", dt)
+    except ValueError as err:
+        raise TypeError(str(err)) from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"dt must be a positive finite number, got {dt!r}")
+    return value
 
 
 _PRESCRIBED = ParametrisedSlot("prescribed", "control", AbstractParametrisedControl)
@@ -101,8 +115,15 @@ class ControlProblem(eqx.Module):
                 f"ControlProblem ({slot.mode} mode): the model's {slot.field} must be an "
                 f"{slot.kind.__name__}, got {type(slot.get(self.model)).__name__}"
             )
-        if not (self.dt > 0 and self.n_steps >= 1):
-            raise ValueError(f"ControlProblem: needs dt > 0, n_steps ≥ 1, got {self.dt}")
+        checked_step(self.dt)
+        for name in ("n_steps", "save_every"):
+            n = getattr(self, name)
+            if not is_integer(n):
+                raise TypeError(f"ControlProblem: {name} must be an integer, got {n!r}")
+            if n < 1:
+                raise ValueError(f"ControlProblem: {name} must be ≥ 1, got {n}")
+        if not real_number("tolerance", self.tolerance) >= 0:  # NaN too
+            raise ValueError(f"ControlProblem: tolerance must be ≥ 0, got {self.tolerance!r}")
 
     @property
     def slot(self) -> ParametrisedSlot:

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import is_integer, real_number
 from ..integrators.quaternion_rkmk import RKMK4
 from ..models.rolling_ball import two_circles_ball
 from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
@@ -37,7 +38,7 @@ from .parametrisations import (
     FourierActuation,
     FourierControl,
 )
-from .problem import ControlProblem, ParametrisedSlot, parametrised_slot
+from .problem import ControlProblem, ParametrisedSlot, checked_step, parametrised_slot
 
 __all__ = [
     "DEFAULT_STEP",
@@ -162,9 +163,13 @@ RKMK8 at dt = 0.0125, RKMK4's final contact point errs by 2.9e-3 at dt = 0.05 (m
 
 
 def _default_step(dt, mode: str) -> float:
+    """`dt` checked (before anything is built): a real number (`TypeError` for a boolean or
+    a string), positive and finite (`ValueError`); `DEFAULT_STEP[mode]` for None."""
     if mode not in MODES:
         raise ValueError(f"mode must be 'prescribed' or 'dynamic', got {mode!r}")
-    return DEFAULT_STEP[mode] if dt is None else dt
+    if dt is None:
+        return DEFAULT_STEP[mode]
+    return checked_step(dt)
 
 
 def _effort(mode: str) -> str:
@@ -359,7 +364,15 @@ def default_settings(name: str, mode: str = "prescribed") -> AugmentedLagrangian
 
 def initial_guesses(problem: ControlProblem, k: int, seed: int = 0, scale: float = 0.5):
     """`(k, M, n)` starts for `multi_start`: the problem's own guess (zero: masses at rest)
-    first, then `k − 1` normal draws of standard deviation `scale` (seeded)."""
+    first, then `k − 1` normal draws of standard deviation `scale` (seeded). `k` a positive
+    integer (`TypeError` for a boolean, a float or a string; `ValueError` below 1), `scale`
+    a finite number ≥ 0."""
+    if not is_integer(k):
+        raise TypeError(f"k (the number of starts) must be an integer, got {k!r}")
+    if k < 1:
+        raise ValueError(f"k (the number of starts) must be ≥ 1, got {k}")
+    if not (math.isfinite(real_number("scale", scale)) and scale >= 0):
+        raise ValueError(f"scale must be a finite number ≥ 0, got {scale!r}")
     p0 = problem.initial_coefficients()
     rng = np.random.default_rng(seed)
     draws = scale * rng.normal(size=(k - 1,) + tuple(p0.shape))

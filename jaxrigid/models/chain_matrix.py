@@ -161,11 +161,12 @@ class RigidBodyChain(AbstractModel):
 
     def parameter_checks(self) -> list[Check]:
         """`J` positive definite (the body's particles not coplanar, to `√eps`), the
-        boundary force finite."""
+        boundary force finite, the pair potential's values (`ParticleChain.parameter_checks`:
+        Lennard-Jones `σ > 0`, `ε ≥ 0`)."""
         J = jnp.diagonal(self.J, axis1=-2, axis2=-1)
         tol = float(jnp.finfo(J.dtype).eps) ** 0.5
         ratio = jnp.min(J, axis=-1) / jnp.max(jnp.abs(J), axis=-1)
-        return [
+        return self.chain.parameter_checks() + [
             Check(
                 ~(ratio > tol),
                 "the rotation-matrix chain needs the mass matrix J = Σ m r rᵀ positive "

@@ -216,9 +216,10 @@ class QuaternionChain(AbstractModel):
             )
 
     def parameter_checks(self) -> list[Check]:
-        """Positive, finite principal moments and mass; a finite end force."""
+        """Positive, finite principal moments and mass; a finite end force; the pair
+        potential's values (`ParticleChain.parameter_checks`: Lennard-Jones `σ > 0`, `ε ≥ 0`)."""
         J, m = self.moments, self.mass
-        return [
+        return self.chain.parameter_checks() + [
             Check(
                 ~(jnp.all(jnp.isfinite(J), axis=-1) & jnp.all(J > 0, axis=-1)),
                 "QuaternionChain: the body's principal moments must be positive and finite "

@@ -59,14 +59,46 @@ __all__ = [
 
 
 class LennardJones(eqx.Module):
-    """`V(r) = 4ε((σ/r)¹² − (σ/r)⁶)` (§3.5.1); `epsilon`, `sigma` are sweepable arrays."""
+    """`V(r) = 4ε((σ/r)¹² − (σ/r)⁶)` (§3.5.1); `epsilon`, `sigma` are sweepable arrays.
+
+    **Values** (`checks`: refused at construction when concrete, and by the chain models'
+    `parameter_checks`, so by `simulate`, when traced or swept): `σ > 0` and finite (at
+    `σ = 0` the potential vanishes and the overlap guard `min_distance = σ/2` with it; `σ < 0`
+    is `|σ|` in `V` but a negative guard); `ε ≥ 0` and finite. `ε = 0` is accepted: `V ≡ 0`, a
+    chain of free bodies, a legitimate limit. `ε < 0` is refused: it turns the repulsive core
+    into an attractive singularity (`V → −∞` as `r → 0`, neighbours fall into each other), no
+    Lennard-Jones potential; the thesis takes `ε > 0` (a well of depth `ε`; §3.5: `ε = 5`).
+    """
 
     epsilon: jax.Array = eqx.field(default_factory=lambda: jnp.asarray(1.0))
     sigma: jax.Array = eqx.field(default_factory=lambda: jnp.asarray(1.0))
 
+    def __check_init__(self):
+        if is_concrete(self):  # bad values at once, not only at `simulate`
+            with jax.ensure_compile_time_eval():  # also for constants inside a caller's `jit`
+                _checks.raise_now(self.checks())
+
     def __call__(self, r):
         s6 = (self.sigma / r) ** 6
         return 4 * self.epsilon * (s6 * s6 - s6)
+
+    def checks(self) -> list[Check]:
+        """`σ > 0`, `ε ≥ 0`, both finite: flags over any sweep axes of `sigma`, `epsilon`."""
+        sigma, epsilon = jnp.asarray(self.sigma), jnp.asarray(self.epsilon)
+        return [
+            Check(
+                ~(jnp.isfinite(sigma) & (sigma > 0)),
+                "LennardJones: sigma (σ) must be positive and finite (at σ = 0 the potential "
+                "vanishes)",
+                sigma,
+            ),
+            Check(
+                ~(jnp.isfinite(epsilon) & (epsilon >= 0)),
+                "LennardJones: epsilon (ε) must be non-negative and finite (ε < 0 makes the "
+                "repulsive core an attractive singularity; ε = 0 is a potential-free chain)",
+                epsilon,
+            ),
+        ]
 
 
 def quaternion_matrix(q):
@@ -204,6 +236,11 @@ class ParticleChain(eqx.Module):
         return jax.grad(self.quaternion_potential, argnums=(0, 1))(r, q)
 
     # --- checks -------------------------------------------------------------------------
+
+    def parameter_checks(self) -> list[Check]:
+        """The pair potential's own value checks (`checks()`, e.g. `LennardJones`'s `σ > 0`,
+        `ε ≥ 0`), where it has them; the chain models include these in theirs."""
+        return list(getattr(self.pair_potential, "checks", lambda: [])())
 
     def resolved_min_distance(self) -> float | jax.Array:
         if self.min_distance is not None:

@@ -152,6 +152,15 @@ class RigidBody(AbstractModel):
             )
         if jnp.shape(self.inertia)[-2:] != (3, 3):
             raise ValueError(f"inertia must have shape (..., 3, 3), got {jnp.shape(self.inertia)}")
+        if self.torque is not None:  # a user's function: its shape, not a broadcasting error
+            one = jax.ShapeDtypeStruct((), R.dtype), jax.ShapeDtypeStruct((3, 3), R.dtype)
+            out = jax.eval_shape(self.torque, *one, jax.ShapeDtypeStruct((3,), Pi.dtype))
+            if getattr(out, "shape", None) != (3,):
+                shown = getattr(out, "shape", type(out).__name__)
+                raise ValueError(
+                    f"RigidBody's torque T(t, R, Pi) must return a body vector of shape (3,) "
+                    f"for one member, got {shown}"
+                )
 
     def parameter_checks(self) -> list[Check]:
         """The inertia is a rigid body's: SPD and obeying the triangle inequality."""

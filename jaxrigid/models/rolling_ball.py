@@ -30,7 +30,7 @@ from .. import _checks, _linalg
 from .._checks import is_concrete
 from ..controls import AbstractControl, SinusoidControl, ZeroControl
 from ..lie import quaternion
-from ..rails import AbstractRail, CircleRail, map_over_sweep, max_radius
+from ..rails import AbstractRail, CircleRail, map_over_sweep, rail_checks
 from .base import AbstractModel, Check, finite, spd3_checks
 
 __all__ = [
@@ -378,8 +378,8 @@ class RollingBall(AbstractModel):
 
     def parameter_checks(self) -> list[Check]:
         """`radius > 0`, `m₀ > 0`, `mᵢ ≥ 0`, `𝕀` SPD (and a rigid body's), `|χ₀| < r`, every
-        rail inside the ball (`max_radius(rail) < r`), finite `g`, `F`, the control's own
-        checks."""
+        rail inside the ball (`max_radius(rail) < r`), the control's reach inside a segment's
+        ends (`rails.rail_checks`), finite `g`, `F`, the control's own checks."""
         r = self.radius
         checks = [
             Check(~(jnp.isfinite(r) & (r > 0)), "RollingBall: radius must be positive", r),
@@ -413,17 +413,10 @@ class RollingBall(AbstractModel):
                     jnp.min(m, axis=-1),
                 )
             )
-        for i, rail in enumerate(self.rails):
-            R = max_radius(rail)
-            lo, hi = rail.theta_range()
-            checks.append(
-                Check(
-                    ~(R < r),
-                    f"RollingBall: rail {i} ({type(rail).__name__}) leaves the ball: "
-                    f"max |ζ(θ)| over θ in [{lo:.4g}, {hi:.4g}] must be < radius",
-                    R,
-                )
-            )
+        checks += [  # inside the ball; a segment's θ(t) inside its ends (rails.rail_checks)
+            Check(c.bad, "RollingBall: " + c.message, c.value)
+            for c in rail_checks(self.rails, self.control, r)
+        ]
         checks += [
             Check(c.bad, "RollingBall control: " + c.message, c.value)
             for c in self.control.checks()

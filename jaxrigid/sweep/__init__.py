@@ -9,6 +9,8 @@ model parameters), run in chunks into a resumable zarr store (issue 15).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .axes import Circle as Circle
@@ -42,6 +44,7 @@ __all__ = [
     "run",
     "run_distributed",
     "to_xarray",
+    "verify",
 ]
 
 
@@ -50,18 +53,38 @@ def describe(path) -> dict:
     return Store.open(path).attrs
 
 
-def load(path) -> dict[str, np.ndarray]:
+def load(path, *, on_damage: str = "unfinished") -> dict[str, np.ndarray]:
     """The results at `path`: `{name: array of shape (*sweep shape, ...)}` plus `"finished"`
-    (bool, per member: its chunk finished; unfinished members hold NaN, integers −1) and, when
-    a trajectory was kept, `"trajectory_t"` (its times: `(n_saved,)`, or per member when the
-    sweep's axes sweep the step `dt`)."""
+    (bool, per member: its chunk's record belongs to the store and its data verifies;
+    unfinished members hold NaN, integers −1) and, when a trajectory was kept,
+    `"trajectory_t"` (its times: `(n_saved,)`, or per member when the sweep's axes sweep the
+    step `dt`).
+
+    `on_damage`: what a chunk whose data does not verify against its record (a chunk file
+    deleted or overwritten, an array deleted) does: `"unfinished"` (default) marks its members
+    unfinished, fills them and warns naming the chunks (`--resume` computes them again);
+    `"raise"` raises `SweepStoreError` naming them."""
+    if on_damage not in ("unfinished", "raise"):
+        raise ValueError(f"on_damage must be 'unfinished' or 'raise', got {on_damage!r}")
     store = Store.open(path)
+    states, data = store.check(keep=True)
+    damaged = [c for c in states if c.state == "damaged"]
+    if damaged:
+        text = "; ".join(
+            f"chunk {c.index} (members {c.start}..{c.stop - 1}): {c.why}" for c in damaged[:5]
+        )
+        text = f"{path}: {len(damaged)} damaged chunk(s): {text}"
+        if on_damage == "raise":
+            raise SweepStoreError(text)
+        warnings.warn(
+            text + "; their members are marked unfinished (--resume computes them)", stacklevel=2
+        )
     attrs = store.attrs
-    shape, n, size = tuple(attrs["shape"]), attrs["n_members"], attrs["chunk_size"]
-    finished = np.zeros(n, bool)
-    for i in store.finished():
-        finished[i * size : (i + 1) * size] = True
-    out = {k: v.reshape(shape + v.shape[1:]) for k, v in store.arrays().items()}
+    shape = tuple(attrs["shape"])
+    finished = np.zeros(attrs["n_members"], bool)
+    for c in states:
+        finished[c.start : c.stop] = c.state == "finished"
+    out = {k: v.reshape(shape + v.shape[1:]) for k, v in data.items()}
     out["finished"] = finished.reshape(shape)
     stride = attrs["sweep"]["keep"].get("stride", 0)
     if stride:
@@ -69,6 +92,13 @@ def load(path) -> dict[str, np.ndarray]:
         dt = out["param/dt"][..., None] if attrs["dt"] is None else attrs["dt"]  # swept
         out["trajectory_t"] = np.arange(n_saved) * (dt * stride)
     return out
+
+
+def verify(path) -> list:
+    """Every chunk's state at `path` (`ChunkState(index, start, stop, state, why)`, state
+    `"finished"`, `"missing"` or `"damaged"`), every array's data read and checked against the
+    chunk's completion record; `jaxrigid sweep verify DIR` prints it."""
+    return Store.open(path).check()[0]
 
 
 def to_xarray(path):

@@ -136,9 +136,18 @@ def run_distributed(
     with jax.enable_x64(x64):
         p = plan(sweep)
         store, size = open_store(p, out, resume=resume, devices=_driver_devices(out))
-    todo = unfinished(store, sweep.n_members, size)
+    try:  # the driver holds the store's lock while its workers write the chunks
+        _submit(client, sweep, out, store, size, x64, progress, retries, distributed)
+    finally:
+        store.close()
+    return out
+
+
+def _submit(client, sweep, out, store, size, x64, progress, retries, distributed) -> None:
+    """Submit the store's unfinished chunks as tasks and wait for them."""
+    todo = unfinished(store)
     if not todo:
-        return out
+        return
     tag, spec = uuid.uuid4().hex[:8], sweep.describe()
     futures = {
         client.submit(
@@ -158,4 +167,3 @@ def run_distributed(
             bar.update(chunk[2] - chunk[1])
     finally:
         bar.close()
-    return out

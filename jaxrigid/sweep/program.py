@@ -221,7 +221,7 @@ def _simulate_members(p: Plan, model, state0, dt, **kwargs):
     return jax.vmap(one)(model, state0, dt)
 
 
-def _reduced_checks(p: Plan, params, messages: list):
+def _reduced_checks(p: Plan, params, messages: list, n_steps=None):
     """Each member's value checks (`simulate`'s: `dt`, the model's, the state's and the
     method's), reduced over the members (`_checks._reduce_all`). The checks' messages and
     whether they quote a value are filled into `messages` when this is traced (they are
@@ -232,7 +232,7 @@ def _reduced_checks(p: Plan, params, messages: list):
     dt = _step(p, params)
 
     def one(m, s, h):
-        checks = value_checks(p.integrator, m, s, 0.0, h)
+        checks = value_checks(p.integrator, m, s, 0.0, h, p.n_steps if n_steps is None else n_steps)
         messages[:] = [(c.message, c.value is not None) for c in checks]
         zero = jnp.zeros((), p.dtype)
         return [c.bad for c in checks], [zero if c.value is None else c.value for c in checks]

@@ -16,6 +16,7 @@ is named by its index and its parameters.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import jax
@@ -90,11 +91,12 @@ def validate(p: Plan, size: int) -> None:
 
     def make():
         messages: list = []  # filled when the pass is traced
-        return jax.jit(lambda q: _reduced_checks(p, q, messages)), messages
+        # the step count is an argument: another t_end reuses the program
+        return jax.jit(lambda q, n: _reduced_checks(p, q, messages, n)), messages
 
     check, messages = _cached(("checks", p.case.name, p.dt, p.sweep.dtype), make)
     for _, start, stop in _chunks(p.sweep.n_members, size):
-        reduced = check(_parameters(p, _padded(start, stop, size)))
+        reduced = check(_parameters(p, _padded(start, stop, size)), p.n_steps)
         for (bad, first, _, value), (message, quoted) in zip(reduced, messages):
             if bool(bad):
                 member = start + int(first)
@@ -158,9 +160,9 @@ def _balanced(n: int, size: int, k: int) -> int:
 
 
 def open_store(p: Plan, out, *, resume: bool, devices) -> tuple[Store, int]:
-    """The store at `out` for the planned sweep and its chunk size: created (the chunk size
-    chosen, every member validated first) or, with `resume`, reopened and checked to hold this
-    sweep in chunks that `devices` divide."""
+    """The store at `out` for the planned sweep and its chunk size, locked against other
+    writers: created (the chunk size chosen, every member validated first) or, with `resume`,
+    reopened and checked to hold this sweep in chunks that `devices` divide."""
     sweep = p.sweep
     if Store.exists(out):
         if not resume:
@@ -174,7 +176,7 @@ def open_store(p: Plan, out, *, resume: bool, devices) -> tuple[Store, int]:
                 f"{out} was run in chunks of {size} members, which {len(devices)} devices do "
                 "not divide: resume with a device count that does (--devices)"
             )
-        return store, size
+        return store.lock(), size
     if sweep.chunk_size:  # at most as asked (rounded up to a multiple of the devices)
         per_member, size = float("nan"), sweep.chunk_size
     else:  # the footprint is per device
@@ -187,10 +189,22 @@ def open_store(p: Plan, out, *, resume: bool, devices) -> tuple[Store, int]:
     return Store.create(out, attrs, layout, sweep.n_members, size), size
 
 
-def unfinished(store: Store, n_members: int, size: int) -> list[tuple[int, int, int]]:
-    """The chunks `(index, start, stop)` without a finished marker, in order."""
-    done = store.finished()
-    return [c for c in _chunks(n_members, size) if c[0] not in done]
+def unfinished(store: Store) -> list[tuple[int, int, int]]:
+    """The chunks `(index, start, stop)` to compute, in order: those without a record that
+    belongs to the store, and those whose data does not verify (their records discarded and
+    any missing array created again, with a warning naming them)."""
+    states, _ = store.check()
+    damaged = [c for c in states if c.state == "damaged"]
+    if damaged:
+        warnings.warn(
+            f"{store.path}: {len(damaged)} damaged chunk(s) computed again: "
+            + "; ".join(f"chunk {c.index}: {c.why}" for c in damaged[:5]),
+            stacklevel=3,
+        )
+        for c in damaged:
+            store.discard(c.index)
+        store.restore_arrays()
+    return [c[:3] for c in states if c.state != "finished"]
 
 
 def launch_chunk(p: Plan, fn, size: int, chunk):
@@ -227,17 +241,20 @@ def run(
     p = plan(sweep)
     devs = _devices(devices)
     store, size = open_store(p, out, resume=resume, devices=devs)
-    fn = _chunk_program(p, devs)
-    todo = unfinished(store, sweep.n_members, size)
-    bar = _progress(sweep.n_members, sweep.n_members - _members(todo), progress)
     try:
-        pending = launch_chunk(p, fn, size, todo[0]) if todo else None
-        for k in range(len(todo)):
-            launched = pending
-            pending = launch_chunk(p, fn, size, todo[k + 1]) if k + 1 < len(todo) else None
-            bar.update(write_chunk(store, launched))
+        fn = _chunk_program(p, devs)
+        todo = unfinished(store)
+        bar = _progress(sweep.n_members, sweep.n_members - _members(todo), progress)
+        try:
+            pending = launch_chunk(p, fn, size, todo[0]) if todo else None
+            for k in range(len(todo)):
+                launched = pending
+                pending = launch_chunk(p, fn, size, todo[k + 1]) if k + 1 < len(todo) else None
+                bar.update(write_chunk(store, launched))
+        finally:
+            bar.close()
     finally:
-        bar.close()
+        store.close()
     return out
 
 

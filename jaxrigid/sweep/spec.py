@@ -118,6 +118,10 @@ class Sweep:
     n_steps: int | None = None
 
     def __post_init__(self):
+        for name in ("case", "method"):  # names: a number is not one (case = 3 was a crash)
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a name (a string), got {value!r}")
         object.__setattr__(self, "axes", tuple(self.axes))
         fixed = {str(k): real_number(f"set.{k}", v) for k, v in dict(self.set).items()}
         object.__setattr__(self, "set", fixed)
