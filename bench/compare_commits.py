@@ -13,6 +13,10 @@ only public API that both commits have is used. Writes `results/compare_commits_
     python bench/compare_commits.py --old 259c734 [--rounds 3] [--members 10000]
     python bench/compare_commits.py --old e916bec --method LP-split:kahan-li8 --members 4096 \
         --steps 400    # writes compare_commits_cpu_LP-split_kahan-li8.json
+    python bench/compare_commits.py --old 4ef4bcd --gradient --steps 200   # *_gradient.json
+
+`--gradient`: `jax.jit(jax.grad(...))` of one torque-free trajectory w.r.t. Π₀ with
+`simulate`'s default checks and `throw` (what a user's first gradient builds).
 """
 
 from __future__ import annotations
@@ -34,7 +38,16 @@ jax.config.update("jax_enable_x64", True)
 import jaxrigid
 from jaxrigid.models import RigidBody, RigidBodyState
 n, steps, method, case_name, family = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:6]
-if case_name:  # the case's model and state, the members differing in their step
+gradient = sys.argv[6] == "1"
+if gradient:  # one trajectory; jax.grad w.r.t. Pi0 with simulate's default checks and throw
+    model = RigidBody(inertia=jnp.diag(jnp.array([0.9144, 1.098, 1.66])))
+    integ = jaxrigid.integrators.get_method(method)
+    args = (jnp.array([0.3, 1.0, -0.2]),)
+    w = jnp.array([1.0, -2.0, 3.0])
+    run = jax.grad(lambda Pi: jaxrigid.simulate(
+        integ, model, RigidBodyState(jnp.eye(3), Pi), 0.01, steps, save_every=steps
+    ).final_state.Pi @ w)
+elif case_name:  # the case's model and state, the members differing in their step
     from jaxrigid.cases import get_case
     case = get_case(case_name)
     model, state0 = case.build(case.resolve())
@@ -61,10 +74,22 @@ print(json.dumps({"lower_s": t1 - t, "compile_s": t2 - t1, "run_s": sorted(runs)
 """
 
 
-def child(tree: str, members: int, steps: int, method: str, case: str, family: str) -> dict:
+def child(
+    tree: str, members: int, steps: int, method: str, case: str, family: str, gradient: bool
+) -> dict:
     env = dict(os.environ, PYTHONPATH=tree)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(members), str(steps), method, case, family],
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(members),
+            str(steps),
+            method,
+            case,
+            family,
+            str(int(gradient)),
+        ],  # fmt: skip
         env=env,
         cwd=tree,
         capture_output=True,
@@ -102,7 +127,14 @@ def main():
         default="",
         help="the method's family, where not the case's (lagrange_d_alembert_system)",
     )
+    p.add_argument(
+        "--gradient",
+        action="store_true",
+        help="jax.jit(jax.grad) of one torque-free trajectory w.r.t. Pi0 (simulate's defaults)",
+    )
     A = p.parse_args()
+    if A.gradient and A.case:
+        p.error("--gradient runs the torque-free body: no --case")
     if A.quick:
         A.rounds, A.members, A.steps = 1, 100, 20
     t_start = time.perf_counter()
@@ -116,7 +148,7 @@ def main():
         for k in range(A.rounds):
             for label in ("old", "new"):
                 rows[label].append(
-                    child(trees[label], A.members, A.steps, A.method, A.case, A.family)
+                    child(trees[label], A.members, A.steps, A.method, A.case, A.family, A.gradient)
                 )
                 r = rows[label][-1]
                 log(
@@ -138,7 +170,10 @@ def main():
         "problem": {
             "method": A.method,
             "case": A.case or "torque-free body (diagonal inertia), random Pi",
-            "members": A.members,
+            "members": 1 if A.gradient else A.members,
+            "program": "jax.jit(jax.grad(final Pi . w)) w.r.t. Pi0"
+            if A.gradient
+            else "jax.jit(jax.vmap(simulate)) final state",
             "steps": A.steps,
             "dt": "0.9-1.1 x the case's default" if A.case else 0.01,
         },
@@ -147,6 +182,7 @@ def main():
         "ratios_new_over_old": ratios,
     }
     parts = ([] if A.method == "IMIDM" else [A.method]) + ([A.case] if A.case else [])
+    parts += ["gradient"] if A.gradient else []
     suffix = "".join("_" + p.replace(":", "_") for p in parts)
     path = write_results(
         A.out, f"compare_commits_{device_tag(quick=A.quick)}{suffix}.json", record, t_start

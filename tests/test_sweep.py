@@ -520,7 +520,8 @@ def test_existing_store_needs_resume_and_the_same_sweep(tmp_path):
     run(small(chunk_size=35), out, progress=False)
     with pytest.raises(SweepStoreError, match="resume"):
         run(small(chunk_size=35), out, progress=False)
-    with pytest.raises(ValueError, match="different sweep"):
+    message = r"different sweep: dt: 'unset' in the store, 0.02 asked$"
+    with pytest.raises(ValueError, match=message):
         run(small(chunk_size=35, dt=0.02), out, resume=True, progress=False)
     run(small(chunk_size=35), out, resume=True, progress=False)  # finished: nothing to do
 

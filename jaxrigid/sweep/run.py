@@ -168,8 +168,9 @@ def open_store(p: Plan, out, *, resume: bool, devices) -> tuple[Store, int]:
         if not resume:
             raise SweepStoreError(f"{out} already holds a sweep store: pass resume=True / --resume")
         store = Store.open(out, mode="r+")
-        if store.attrs.get("sweep") != _roundtrip(sweep.describe()):
-            raise ValueError(f"{out} holds a different sweep; its spec: {store.attrs['sweep']}")
+        stored, asked = store.attrs.get("sweep"), _roundtrip(sweep.describe())
+        if stored != asked:
+            raise ValueError(f"{out} holds a different sweep: {_differences(stored, asked)}")
         size = int(store.attrs["chunk_size"])
         if size % len(devices):
             raise ValueError(
@@ -260,6 +261,17 @@ def run(
 
 def _members(chunks) -> int:
     return sum(stop - start for _, start, stop in chunks)
+
+
+def _differences(stored: dict, asked: dict) -> str:
+    """The spec's fields that differ, `name: stored → asked` (a missing field: `unset`)."""
+    keys = sorted(set(stored) | set(asked), key=str)
+    shown = [
+        f"{k}: {stored.get(k, 'unset')!r} in the store, {asked.get(k, 'unset')!r} asked"
+        for k in keys
+        if stored.get(k) != asked.get(k)
+    ]
+    return "; ".join(shown)
 
 
 def _roundtrip(d):
