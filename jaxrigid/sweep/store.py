@@ -68,6 +68,7 @@ class Store:
 
     def __init__(self, path, group):
         self.path, self.group, self._lock = Path(path), group, None
+        self._attrs, self._arrays = None, {}  # read once: fixed after creation
 
     # --- creating, opening, locking ---------------------------------------------------
 
@@ -172,7 +173,14 @@ class Store:
 
     @property
     def attrs(self) -> dict:
-        return dict(self.group.attrs)
+        if self._attrs is None:
+            self._attrs = dict(self.group.attrs)
+        return self._attrs
+
+    def _array(self, name: str):
+        if name not in self._arrays:
+            self._arrays[name] = self.group[name]
+        return self._arrays[name]
 
     def chunks(self) -> list[tuple[int, int, int]]:
         """Every chunk `(index, start, stop)`."""
@@ -202,13 +210,13 @@ class Store:
     def write_chunk(self, index: int, start: int, arrays: dict) -> None:
         """Write rows `start:` of each array, then chunk `index`'s record. A chunk with a
         record is never written again (`SweepStoreError`)."""
-        if index in self.finished():
-            raise SweepStoreError(f"chunk {index} of {self.path} is finished: not rewritten")
         stop = start + len(next(iter(arrays.values())))
+        if isinstance(self._record((index, start, stop)), dict):
+            raise SweepStoreError(f"chunk {index} of {self.path} is finished: not rewritten")
         try:
             written = {}
             for name, value in arrays.items():
-                array = self.group[name]
+                array = self._array(name)
                 rows = np.asarray(value, dtype=array.dtype)
                 self._write_rows(name, start, rows)
                 key = array.metadata.encode_chunk_key((index,) + (0,) * (rows.ndim - 1))
@@ -227,7 +235,7 @@ class Store:
             ) from err
 
     def _write_rows(self, name: str, start: int, value) -> None:
-        self.group[name][start : start + len(value)] = value
+        self._array(name)[start : start + len(value)] = value
 
     def discard(self, index: int) -> None:
         """Remove chunk `index`'s record (its data did not verify: it is computed again)."""
@@ -235,6 +243,7 @@ class Store:
 
     def restore_arrays(self) -> None:
         """Create again (filled) every array of the layout that is missing or unreadable."""
+        self._arrays = {}
         for name, (event, dtype) in self.attrs["layout"].items():
             try:
                 self.group[name]
