@@ -148,8 +148,13 @@ def first_row(flags, *values):
     flags = np.asarray(flags)
     if not flags.ndim:
         return values
-    i = np.unravel_index(int(np.argmax(flags)), flags.shape)
+    i = _first_flagged(flags)
     return tuple(np.asarray(v)[i] for v in values)
+
+
+def _first_flagged(flags: np.ndarray) -> tuple[int, ...]:
+    """The index of the first set entry of a mapped `flags` array."""
+    return tuple(int(k) for k in np.unravel_index(int(np.argmax(flags)), flags.shape))
 
 
 def mapped_note(flags) -> str:
@@ -158,7 +163,7 @@ def mapped_note(flags) -> str:
     flags = np.asarray(flags)
     if not flags.ndim:
         return ""
-    i = tuple(int(k) for k in np.unravel_index(int(np.argmax(flags)), flags.shape))
+    i = _first_flagged(flags)
     where = i[0] if len(i) == 1 else i
     return f" [index {where} of the caller's vmap; {int(flags.sum())} of {flags.size} fail]"
 

@@ -183,11 +183,10 @@ def simulate(
             _input_checks.value_checks(integrator, checked, state0, t0, dt, n_steps), batch_shape
         )
         solution = _input_checks.mark_invalid(solution, invalid, len(batch_shape))
+    note = ""
     if throw is None:  # under a derivative the caller cannot see the outcome (issue 32)
         throw = checks == "raise" and _checks.is_differentiated(*inputs, t0, dt)
-        note = _UNDER_A_DERIVATIVE if throw else ""
-    else:
-        note = ""
+        note = _UNDER_A_DERIVATIVE
     if throw:
         results.raise_on_failure(solution.outcome, solution.ts[0], dt, note)
     return solution

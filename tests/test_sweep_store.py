@@ -258,3 +258,19 @@ def test_a_store_is_locked_while_it_is_written(copy):
     finally:
         store.close()
     Store.open(copy, mode="r+").lock().close()  # released
+
+
+def test_a_failed_creation_releases_its_lock(tmp_path, monkeypatch):
+    """Creation takes the lock before it writes; when a write fails (here zarr's, as on a
+    full disk), the lock is released, so this process can retry at once."""
+    import zarr
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(zarr, "open_group", full)
+    out = tmp_path / "s"
+    with pytest.raises(SweepStoreError, match="cannot create the sweep store .*No space left"):
+        Store.create(out, {}, {"x": ((), "float64")}, 4, 2)
+    monkeypatch.undo()
+    Store.create(out, {}, {"x": ((), "float64")}, 4, 2).close()  # not "being written"

@@ -26,6 +26,7 @@ from ..compilation_cache import ensure_compilation_cache
 from .program import Plan, _cached, _chunk_program, _parameters, _reduced_checks, plan
 from .spec import Sweep
 from .store import Store, SweepStoreError
+from .store import chunk_bounds as _chunks
 
 __all__ = [
     "Plan",
@@ -73,11 +74,6 @@ def chunk_size_for(p: Plan, probe: int = 256) -> tuple[int, float]:
     per_member = max(total / probe, 1.0)
     size = int(min(MAX_CHUNK, p.sweep.n_members, max(1, _memory_budget() // per_member)))
     return size, per_member
-
-
-def _chunks(n_members: int, size: int):
-    for index, start in enumerate(range(0, n_members, size)):
-        yield index, start, min(start + size, n_members)
 
 
 def _padded(start, stop, size):

@@ -58,6 +58,12 @@ def _zarr():
     return zarr
 
 
+def chunk_bounds(n_members: int, size: int):
+    """The chunks `(index, start, stop)` of `n_members` in chunks of `size` (the last shorter)."""
+    for index, start in enumerate(range(0, n_members, size)):
+        yield index, start, min(start + size, n_members)
+
+
 def _fill(dtype) -> float | int:
     """What an unwritten (or unverified) member holds: NaN, or −1 for integers."""
     return np.nan if np.issubdtype(np.dtype(dtype), np.floating) else -1
@@ -83,6 +89,7 @@ class Store:
         }
         attrs = dict(attrs, n_members=n_members, chunk_size=chunk_size, layout=layout)
         attrs.update(store_id=uuid.uuid4().hex, fingerprint=fingerprint(attrs, layout))
+        store = None
         try:
             path.mkdir(parents=True, exist_ok=True)
             store = cls(path, None).lock()
@@ -95,7 +102,9 @@ class Store:
             store.group.attrs.update(attrs)
             for name, (event, dtype) in layout.items():
                 store._create_array(name, event, dtype)
-        except (OSError, PermissionError) as err:
+        except OSError as err:  # PermissionError too
+            if store is not None:
+                store.close()  # the lock is this process's: release it for a retry
             if isinstance(err, SweepStoreError):
                 raise
             raise SweepStoreError(f"cannot create the sweep store at {path}: {err}") from err
@@ -184,8 +193,7 @@ class Store:
 
     def chunks(self) -> list[tuple[int, int, int]]:
         """Every chunk `(index, start, stop)`."""
-        n, size = self.attrs["n_members"], self.attrs["chunk_size"]
-        return [(i, s, min(s + size, n)) for i, s in enumerate(range(0, n, size))]
+        return list(chunk_bounds(self.attrs["n_members"], self.attrs["chunk_size"]))
 
     def _marker(self, index: int) -> Path:
         return self.path / "done" / str(index)
