@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import results
+from . import program_store, results
 from .compensated import Compensated, value_of
 from .results import RESULTS, Outcome
 
@@ -297,14 +297,24 @@ def _fast_then_full(integrator, spec, model_axes, layout, args):
     itself run, and its result is kept for exactly those members (`_keep_successful`). The
     second program is built only when it is needed, not with the first (in one program, as
     `_fast_first` under a caller's `jit`, both are built every time)."""
-    plain = _compiled_runner(spec, model_axes, layout + (False,))
+    runner = _compiled_runner(spec, model_axes, layout + (False,))
+    name = repr((spec, model_axes, layout))
+
+    def plain(method):
+        # a stored program where the caller asks for one (`program_store`), unless a `save`
+        # function of the caller's shapes it: no key of ours covers that
+        if args[1] is not None:
+            return runner(method, *args)
+        run = lambda method, observer, *rest: runner(method, observer, None, *rest)  # noqa: E731
+        return program_store.call(run, name, (method, args[0], *args[2:]))
+
     fast = integrator.fast_variant()
     if fast is None:
-        return plain(integrator, *args)
-    first = plain(fast, *args)
+        return plain(integrator)
+    first = plain(fast)
     if np.all(np.asarray(first.outcome.result) == RESULTS.successful):
         return first
-    return _keep_successful(first, plain(integrator, *args))
+    return _keep_successful(first, plain(integrator))
 
 
 @jax.jit

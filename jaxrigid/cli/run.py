@@ -125,6 +125,15 @@ def _run_spec(args) -> RunSpec:
     )
 
 
+def program_key(spec: RunSpec) -> str:
+    """What determines the run's programs besides jaxrigid's source and the arrays' shapes
+    (`program_store`): the case, its parameters and the method build the model, state and
+    integrator; the steps give the chunks."""
+    fields = {"case": spec.case.name, "method": spec.method, "params": spec.params}
+    fields.update(dt=spec.dt, n_steps=spec.n_steps, ensemble=spec.ensemble)
+    return json.dumps(["run", fields], sort_keys=True, default=repr)
+
+
 def _initial(spec: RunSpec):
     """`(model, state0)` of the case, with the ensemble's leading axis if asked."""
     try:
@@ -256,6 +265,9 @@ def _simulate_chunk(
 
     from ..simulation import simulate
 
+    # every chunk's inputs committed to one device, as the outputs of a stored program are
+    # (`program_store`): one program for all chunks, not one for the first and one for the rest
+    state, observations = jax.device_put((state, observations), jax.devices()[0])
     try:
         sol = simulate(
             spec.integrator,
@@ -342,7 +354,10 @@ def cmd_run(args) -> int:
     model, state0 = _initial(spec)
     chunks = plan_chunks(spec.n_steps, saves_for(spec.ensemble))
     progress = Progress(spec.n_steps, enabled=len(chunks) > 1)
-    traj = _integrate(spec, model, state0, progress)
+    from ..program_store import stored_programs
+
+    with stored_programs(program_key(spec)):
+        traj = _integrate(spec, model, state0, progress)
     invariants = output.evaluate_invariants(model, traj.ts, traj.states)
     observables = spec.case.observables(model, traj.ts, traj.states, spec.params)
     if traj.observations is not None:

@@ -1,0 +1,186 @@
+"""Traced programs kept on disk, so that a second process neither traces nor lowers them.
+
+JAX's persistent compilation cache (`compilation_cache`) keeps what XLA compiled, but every
+process still traces and lowers each program before it can look the executable up: for the
+command's run of `krysl-torque-free` that is 0.6 of the 0.8 s a second process spends
+building (bench/README.md, "compile_cost.py"). A stored program is the run program exported
+once (`jax.export`: StableHLO, versioned by JAX) beside the structure of its output; a later
+process with the same key loads it and calls it, and XLA's executable then comes from the
+persistent cache as before.
+
+A program is stored only inside `stored_programs(key)`, where the caller promises that `key`
+determines every Python-level input of the programs built inside it — the case and its
+parameters, the method and its settings, the step counts — so that two processes with the
+same key would trace the same program. The file name hashes that key with everything else a
+program depends on: jaxrigid's source (every `.py` file of the package), the versions of jax
+and jaxlib, the x64 flag, the platform, and the structure, shapes and dtypes of the
+arguments. The `jaxrigid` command uses it; a library user's own functions may close over
+anything, so `simulate` never stores a program by itself.
+
+A file that cannot be read (damaged, another JAX's format) is rebuilt and overwritten; a
+program that cannot be exported (a host callback, a custom call without JAX's compatibility
+guarantee) or whose output structure cannot be stored is run the ordinary way. Exported
+programs are serialised with `flatbuffers` (a dependency of `jax.export`); without it nothing
+is stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import hashlib
+import json
+import os
+import pickle
+import re
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+__all__ = ["stored_programs", "call"]
+
+FORMAT = 1
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("jaxrigid_stored_programs", default=None)
+_CALLABLE: dict = {}  # file path -> (jitted call of the loaded program, its output structure)
+
+
+@contextlib.contextmanager
+def stored_programs(key: str, directory: str | os.PathLike | None = None):
+    """Within the block, programs built through `call` are stored under `key` in `directory`
+    (default: `programs/` inside JAX's compilation cache directory; nothing is stored when JAX
+    has none). `key` must determine everything the programs depend on beyond jaxrigid's
+    source and the arguments' shapes (see the module docstring)."""
+    if directory is None:
+        cache = jax.config.jax_compilation_cache_dir
+        directory = Path(cache) / "programs" if cache else None
+    token = _ACTIVE.set(None if directory is None else (str(key), Path(directory)))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def call(fn, name: str, args: tuple):
+    """`fn(*args)`, through a stored program inside `stored_programs`, else directly. `fn`
+    calls a jitted function; everything it closes over must be determined by the key and
+    `name` (which tells apart the programs of one key: a runner's own cache key)."""
+    active = _ACTIVE.get()
+    if active is None:
+        return fn(*args)
+    key, directory = active
+    leaves, in_tree = jax.tree_util.tree_flatten(args)
+    if not all(isinstance(x, (jax.Array, np.ndarray, np.generic, float, int)) for x in leaves):
+        return fn(*args)  # a tracer: under a transformation, nothing to store
+    path = directory / f"{_file_key(key, name, in_tree, leaves)}.program"
+    if path not in _CALLABLE:
+        loaded = _load(path)
+        if loaded is None:
+            loaded = _export(fn, in_tree, leaves)
+            if loaded is None:
+                return fn(*args)
+            _save(path, *loaded)
+        exported, out_tree = loaded
+        # one `jit` per program, so that a later call (the next chunk) is not traced again
+        _CALLABLE[path] = jax.jit(exported.call), out_tree
+    program, out_tree = _CALLABLE[path]
+    return jax.tree_util.tree_unflatten(out_tree, program(*leaves))
+
+
+def _file_key(key, name, in_tree, leaves) -> str:
+    avals = [(np.shape(x), str(jax.numpy.result_type(x)), _weak(x)) for x in leaves]
+    parts = [
+        FORMAT,
+        key,
+        name,
+        # object addresses differ between processes; the key covers what they stand for
+        re.sub(r" at 0x[0-9a-fA-F]+", "", str(in_tree)),
+        repr(avals),
+        jax.__version__,
+        _jaxlib_version(),
+        bool(jax.config.jax_enable_x64),
+        jax.default_backend(),
+        [d.device_kind for d in jax.local_devices()[:1]],
+        source_digest(),
+    ]
+    return hashlib.sha256(json.dumps(parts, default=repr).encode()).hexdigest()
+
+
+def _weak(x) -> bool:
+    return bool(getattr(x, "weak_type", False)) or isinstance(x, (float, int))
+
+
+def _jaxlib_version() -> str:
+    import jaxlib
+
+    return jaxlib.__version__
+
+
+@functools.cache
+def source_digest() -> str:
+    """SHA-256 of every `.py` file of the installed jaxrigid package (paths and contents)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _export(fn, in_tree, leaves):
+    """`(exported, out_tree)` of the flattened program, or `None` when it cannot be stored."""
+    try:
+        from jax import export
+    except ImportError:  # pragma: no cover - jax without jax.export
+        return None
+    box = {}
+
+    def flat(*xs):
+        out = fn(*jax.tree_util.tree_unflatten(in_tree, xs))
+        out_leaves, box["tree"] = jax.tree_util.tree_flatten(out)
+        return out_leaves
+
+    specs = [
+        jax.ShapeDtypeStruct(np.shape(x), jax.numpy.result_type(x), weak_type=_weak(x))
+        for x in leaves
+    ]
+    try:
+        exported = export.export(jax.jit(flat))(*specs)
+        exported.serialize()  # flatbuffers present, and every custom call serialisable
+        tree = box["tree"]
+        if pickle.loads(pickle.dumps(tree)) != tree:
+            return None  # a node that does not survive pickling (equinox's sentinels)
+    except Exception:  # noqa: BLE001 - anything unstorable runs the ordinary way
+        return None
+    return exported, tree
+
+
+def _save(path: Path, exported, out_tree) -> None:
+    """Write atomically (a reader sees the old file or the new one, never half of one)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = pickle.dumps((FORMAT, bytes(exported.serialize()), out_tree))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache costs the build, never the run
+
+
+def _load(path: Path):
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        from jax import export
+
+        fmt, blob, out_tree = pickle.loads(data)
+        if fmt != FORMAT:
+            return None
+        return export.deserialize(bytearray(blob)), out_tree
+    except Exception:  # noqa: BLE001 - damaged or another JAX's format: rebuilt and replaced
+        return None
