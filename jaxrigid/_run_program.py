@@ -301,12 +301,12 @@ def _fast_then_full(integrator, spec, model_axes, layout, args):
     name = repr((spec, model_axes, layout))
 
     def plain(method):
-        # a stored program where the caller asks for one (`program_store`), unless a `save`
-        # function of the caller's shapes it: no key of ours covers that
-        if args[1] is not None:
-            return runner(method, *args)
-        run = lambda method, observer, *rest: runner(method, observer, None, *rest)  # noqa: E731
-        return program_store.call(run, name, (method, args[0], *args[2:]))
+        # a stored program where the caller asks for one (`program_store`: its key covers the
+        # `save` function too, named here), else the runner itself
+        save = args[1]
+        run = lambda method, observer, *rest: runner(method, observer, save, *rest)  # noqa: E731
+        what = f"{getattr(save, '__module__', '')}.{getattr(save, '__qualname__', save)}"
+        return program_store.call(run, f"{name} save={what}", (method, args[0], *args[2:]))
 
     fast = integrator.fast_variant()
     if fast is None:

@@ -44,6 +44,7 @@ __all__ = ["stored_programs", "call"]
 
 FORMAT = 1
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("jaxrigid_stored_programs", default=None)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _CALLABLE: dict = {}  # file path -> (jitted call of the loaded program, its output structure)
 
 
@@ -91,12 +92,12 @@ def call(fn, name: str, args: tuple):
 
 def _file_key(key, name, in_tree, leaves) -> str:
     avals = [(np.shape(x), str(jax.numpy.result_type(x)), _weak(x)) for x in leaves]
+    # object addresses differ between processes; the key covers what they stand for
     parts = [
         FORMAT,
         key,
-        name,
-        # object addresses differ between processes; the key covers what they stand for
-        re.sub(r" at 0x[0-9a-fA-F]+", "", str(in_tree)),
+        _ADDRESS.sub("", name),
+        _ADDRESS.sub("", str(in_tree)),
         repr(avals),
         jax.__version__,
         _jaxlib_version(),

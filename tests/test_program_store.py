@@ -142,3 +142,52 @@ def test_the_command_stores_its_run_and_a_second_process_gives_the_same_files(tm
     for name in a.files:
         np.testing.assert_array_equal(a[name], b[name])
     assert first["invariants"] == second["invariants"]
+
+
+def test_the_optimisers_programs_are_stored_and_loaded(tmp_path, fresh, monkeypatch):
+    """`optimise` from the host (as `jaxrigid control` runs it): its start, outer iteration
+    and end programs are stored once and give the same optimum when loaded."""
+    from jaxrigid.control.optimise import AugmentedLagrangian, optimise
+
+    def toy(p):  # least squares to 1 subject to p0 + p1 = 0
+        return jnp.sum((p - 1.0) ** 2), p[:1] + p[1:2]
+
+    settings = AugmentedLagrangian(3, 5)
+    p0 = jnp.zeros(3)
+    plain = optimise(toy, p0, settings)
+    with program_store.stored_programs("toy", tmp_path):
+        stored = optimise(toy, p0, settings)
+    assert len(list(tmp_path.glob("*.program"))) == 3
+    monkeypatch.setattr(program_store, "_CALLABLE", {})
+    monkeypatch.setattr(program_store, "_export", lambda *a: pytest.fail("traced again"))
+    with program_store.stored_programs("toy", tmp_path):
+        loaded = optimise(toy, p0, settings)
+    _equal(plain, stored)
+    _equal(plain, loaded)
+
+
+def test_a_sweeps_chunk_program_is_stored_and_loaded(tmp_path, fresh, monkeypatch):
+    """A sweep's chunk program is stored under its plan's key (in JAX's cache directory: the
+    driver's or a Dask worker's), and a later sweep of the same plan loads it: its store holds
+    the same data bit for bit."""
+    from jaxrigid.sweep import Grid, Sweep, load, run
+    from jaxrigid.sweep import program as sweep_program
+
+    real = program_store.stored_programs  # into this test's directory, not the suite's
+    monkeypatch.setattr(
+        program_store, "stored_programs", lambda key: real(key, tmp_path / "cache" / "programs")
+    )
+    sweep = Sweep(
+        "krysl-torque-free", axes=(Grid("Omega1", -0.5, 0.5, 6),), t_end=0.5, chunk_size=4
+    )
+    run(sweep, tmp_path / "a", progress=False)
+    stored = list((tmp_path / "cache" / "programs").glob("*.program"))
+    assert len(stored) == 1
+    monkeypatch.setattr(program_store, "_CALLABLE", {})
+    monkeypatch.setattr(sweep_program, "_PROGRAMS", {})  # the driver's in-process cache
+    monkeypatch.setattr(program_store, "_export", lambda *a: pytest.fail("traced again"))
+    run(sweep, tmp_path / "b", progress=False)
+    a, b = load(tmp_path / "a"), load(tmp_path / "b")
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]))

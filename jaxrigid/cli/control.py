@@ -172,8 +172,8 @@ def cmd_control(args) -> int:
     import jax
     import jax.numpy as jnp
 
-    from ..control.optimise import multi_start, optimise
     from ..control.problems import get_problem, initial_guesses
+    from ..program_store import stored_programs
 
     name = _problem_name(args.problem)
     mode = getattr(args, "mode", "prescribed")
@@ -202,29 +202,15 @@ def cmd_control(args) -> int:
         file=sys.stderr,
         flush=True,
     )
-    start = time.perf_counter()
-    with OptimiserProgress(settings, starts=args.starts, desc=name, file=sys.stderr) as progress:
-        if args.starts == 1:
-            res = optimise(problem, p0s[0], settings, callback=progress)
-            spread = None
-        else:
-            ms = multi_start(problem, p0s, settings, tolerance=problem.tolerance, callback=progress)
-            res, spread = ms.best, {k: np.asarray(v) for k, v in ms.spread.items()}
-            spread["best_index"] = int(ms.best_index)
-        res = jax.block_until_ready(res)
-        jax.effects_barrier()  # every progress callback has run before the bar closes
-    seconds = time.perf_counter() - start
+    # the problem, method, step and settings determine every program built here (stored
+    # programs: a second process neither traces nor lowers them, `program_store`)
+    key = json.dumps(["control", name, mode, method, problem.dt, repr(settings)], default=repr)
+    with stored_programs(key):
+        res, spread, seconds, traj, resim, re_method = _solve(
+            problem, p0s, settings, args.starts, name, method
+        )
     p = res.coefficients
-    if not bool(jnp.all(jnp.isfinite(p))):
-        raise RunError(f"problem {name}: the optimisation produced non-finite coefficients")
-
-    # one forward run per method, saved at every step (the miss and the clearance are read
-    # from them: each distinct run is a compilation)
-    traj = _dense(problem, p)
-    miss = float(problem.miss(traj))
-    re_method, re_integrator = _resimulation_method(method, problem.model)
-    resim = _dense(problem, p, re_integrator, REFINE)
-    resim_miss = float(problem.miss(resim))
+    miss, resim_miss = float(problem.miss(traj)), float(problem.miss(resim))
     # the optimiser's infeasibility (obstacle violations included) and the miss reported
     # beside the tolerance: both within it, or the command exits NOT_CONVERGED
     converged = bool(res.converged) and miss <= problem.tolerance
@@ -326,6 +312,37 @@ def cmd_control(args) -> int:
         file=sys.stderr,
     )
     return NOT_CONVERGED
+
+
+def _solve(problem, p0s, settings, starts: int, name: str, method: str):
+    """Optimise from `p0s` (one start or `multi_start`), then simulate the optimum saved at
+    every step with the method and re-simulate it with another at a 4× finer step."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..control.optimise import multi_start, optimise
+
+    start = time.perf_counter()
+    with OptimiserProgress(settings, starts=starts, desc=name, file=sys.stderr) as progress:
+        if starts == 1:
+            res = optimise(problem, p0s[0], settings, callback=progress)
+            spread = None
+        else:
+            ms = multi_start(problem, p0s, settings, tolerance=problem.tolerance, callback=progress)
+            res, spread = ms.best, {k: np.asarray(v) for k, v in ms.spread.items()}
+            spread["best_index"] = int(ms.best_index)
+        res = jax.block_until_ready(res)
+        jax.effects_barrier()  # every progress callback has run before the bar closes
+    seconds = time.perf_counter() - start
+    p = res.coefficients
+    if not bool(jnp.all(jnp.isfinite(p))):
+        raise RunError(f"problem {name}: the optimisation produced non-finite coefficients")
+    # one forward run per method, saved at every step (the miss and the clearance are read
+    # from them: each distinct run is a compilation)
+    traj = _dense(problem, p)
+    re_method, re_integrator = _resimulation_method(method, problem.model)
+    resim = _dense(problem, p, re_integrator, REFINE)
+    return res, spread, seconds, traj, resim, re_method
 
 
 def _rails(problem, p, traj):

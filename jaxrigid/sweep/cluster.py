@@ -41,7 +41,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from .program import _chunk_program, plan
+from .program import _chunk_program, plan, stored_chunks
 from .run import _members, _progress, launch_chunk, open_store, unfinished, write_chunk
 from .spec import Sweep
 from .store import Store
@@ -92,7 +92,8 @@ def _chunk_task(spec: dict, out: str, index: int, start: int, stop: int, size: i
             return 0
         local = jax.local_devices()
         devices = local[: shard_count(len(local), size)]
-        launched = launch_chunk(p, _chunk_program(p, devices), size, (index, start, stop))
+        with stored_chunks(p, devices):  # a worker loads the chunk program, not traces it
+            launched = launch_chunk(p, _chunk_program(p, devices), size, (index, start, stop))
         return write_chunk(store, launched)
 
 

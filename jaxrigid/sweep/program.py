@@ -8,14 +8,16 @@ devices (`_chunk_program`), split over several devices by `shard_map`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _checks
+from .. import _checks, program_store
 from ..observers import Combined, InvariantDrift, Reductions, observable, state_fields
 from ..simulation import simulate
 from .axes import member_values
@@ -342,6 +344,16 @@ def _chunk_program(p: Plan, devices):
         )
 
     return _cached(("chunk", *p.program_key, tuple(map(str, devices))), make)
+
+
+def stored_chunks(p: Plan, devices):
+    """The context in which the chunk program is a stored program (`program_store`: a second
+    process, a Dask worker, neither traces nor lowers it), keyed by `Plan.program_key`; on one
+    device only (a sharded program is built where it runs)."""
+    if len(devices) != 1:
+        return contextlib.nullcontext()
+    key = json.dumps(["sweep chunk", p.program_key, str(devices[0])], default=repr)
+    return program_store.stored_programs(key)
 
 
 def _shard_map():

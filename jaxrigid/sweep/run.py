@@ -22,8 +22,17 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from .. import program_store
 from ..compilation_cache import ensure_compilation_cache
-from .program import Plan, _cached, _chunk_program, _parameters, _reduced_checks, plan
+from .program import (
+    Plan,
+    _cached,
+    _chunk_program,
+    _parameters,
+    _reduced_checks,
+    plan,
+    stored_chunks,
+)
 from .spec import Sweep
 from .store import Store, SweepStoreError
 from .store import chunk_bounds as _chunks
@@ -209,7 +218,7 @@ def launch_chunk(p: Plan, fn, size: int, chunk):
     device works while the host writes the previous chunk); `(chunk, params, result)`."""
     _, start, stop = chunk
     params = _parameters(p, _padded(start, stop, size))
-    return chunk, params, fn(params)
+    return chunk, params, program_store.call(fn, "sweep chunk", (params,))
 
 
 def write_chunk(store: Store, launched) -> int:
@@ -239,20 +248,27 @@ def run(
     devs = _devices(devices)
     store, size = open_store(p, out, resume=resume, devices=devs)
     try:
-        fn = _chunk_program(p, devs)
-        todo = unfinished(store)
-        bar = _progress(sweep.n_members, sweep.n_members - _members(todo), progress)
-        try:
-            pending = launch_chunk(p, fn, size, todo[0]) if todo else None
-            for k in range(len(todo)):
-                launched = pending
-                pending = launch_chunk(p, fn, size, todo[k + 1]) if k + 1 < len(todo) else None
-                bar.update(write_chunk(store, launched))
-        finally:
-            bar.close()
+        with stored_chunks(p, devs):
+            _write_all(p, store, size, devs, progress)
     finally:
         store.close()
     return out
+
+
+def _write_all(p: Plan, store: Store, size: int, devs, progress: bool) -> None:
+    """Compute and write every unfinished chunk, one launched ahead of the host's writes."""
+    n = p.sweep.n_members
+    fn = _chunk_program(p, devs)
+    todo = unfinished(store)
+    bar = _progress(n, n - _members(todo), progress)
+    try:
+        pending = launch_chunk(p, fn, size, todo[0]) if todo else None
+        for k in range(len(todo)):
+            launched = pending
+            pending = launch_chunk(p, fn, size, todo[k + 1]) if k + 1 < len(todo) else None
+            bar.update(write_chunk(store, launched))
+    finally:
+        bar.close()
 
 
 def _members(chunks) -> int:
