@@ -2,20 +2,22 @@
 
 JAX's persistent compilation cache (`compilation_cache`) keeps what XLA compiled, but every
 process still traces and lowers each program before it can look the executable up: for the
-command's run of `krysl-torque-free` that is 0.6 of the 0.8 s a second process spends
-building (bench/README.md, "compile_cost.py"). A stored program is the run program exported
-once (`jax.export`: StableHLO, versioned by JAX) beside the structure of its output; a later
-process with the same key loads it and calls it, and XLA's executable then comes from the
-persistent cache as before.
+command's run of `krysl-torque-free` that was 0.6 of the 0.8 s a second process spent
+building, for `jaxrigid control reach-point` about 9 s. A stored program is a program
+exported once (`jax.export`: StableHLO, versioned by JAX) beside the structure of its output;
+a later process with the same key loads it and calls it, and XLA's executable then comes
+from the persistent cache as before.
 
 A program is stored only inside `stored_programs(key)`, where the caller promises that `key`
 determines every Python-level input of the programs built inside it — the case and its
 parameters, the method and its settings, the step counts — so that two processes with the
 same key would trace the same program. The file name hashes that key with everything else a
-program depends on: jaxrigid's source (every `.py` file of the package), the versions of jax
-and jaxlib, the x64 flag, the platform, and the structure, shapes and dtypes of the
-arguments. The `jaxrigid` command uses it; a library user's own functions may close over
-anything, so `simulate` never stores a program by itself.
+program depends on: jaxrigid's source (every `.py` file of the package), the versions of jax,
+jaxlib, equinox, numpy and optax, the JAX settings that change tracing (x64, default matmul
+precision, dtype promotion), the platform and device kind, and the structure, shapes and
+dtypes of the arguments. The `jaxrigid` command uses it (its run, the optimiser, a sweep's
+chunks); a library user's own functions may close over anything, so `simulate` never stores
+a program by itself.
 
 A file that cannot be read (damaged, another JAX's format) is rebuilt and overwritten; a
 program that cannot be exported (a host callback, a custom call without JAX's compatibility
@@ -99,9 +101,11 @@ def _file_key(key, name, in_tree, leaves) -> str:
         _ADDRESS.sub("", name),
         _ADDRESS.sub("", str(in_tree)),
         repr(avals),
-        jax.__version__,
-        _jaxlib_version(),
+        _versions(),
+        # the settings that change what tracing and lowering emit
         bool(jax.config.jax_enable_x64),
+        str(jax.config.jax_default_matmul_precision),
+        str(jax.config.jax_numpy_dtype_promotion),
         jax.default_backend(),
         [d.device_kind for d in jax.local_devices()[:1]],
         source_digest(),
@@ -113,10 +117,18 @@ def _weak(x) -> bool:
     return bool(getattr(x, "weak_type", False)) or isinstance(x, (float, int))
 
 
-def _jaxlib_version() -> str:
-    import jaxlib
+@functools.cache
+def _versions() -> list[str]:
+    """The versions of what traces our programs: jax, jaxlib, equinox, numpy, optax."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return jaxlib.__version__
+    found = []
+    for name in ("jax", "jaxlib", "equinox", "numpy", "optax"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} absent")
+    return found
 
 
 @functools.cache
