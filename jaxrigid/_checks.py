@@ -219,6 +219,24 @@ def raise_compiled(make_checks, *args) -> None:
         raise InvalidValueError(checks[int(np.argmax(failed))].message)
 
 
+def model_parameter_checks(model) -> list:
+    """`model.parameter_checks()` (a module-level function: a key of `raise_compiled`)."""
+    return model.parameter_checks()
+
+
+def model_state_checks(model, state) -> list:
+    """`model.state_checks(state)` (a module-level function: a key of `raise_compiled`)."""
+    return model.state_checks(state)
+
+
+def raise_at_once(make_checks, *args) -> None:
+    """Concrete `args` at construction: `raise_compiled`, one program rather than one per
+    operation (a rolling ball's checks were about 40 small programs to build in every new
+    process), evaluated at once also inside a caller's trace."""
+    with jax.ensure_compile_time_eval():
+        raise_compiled(make_checks, *args)
+
+
 def raise_now(checks) -> None:
     """Concrete inputs: raise `InvalidValueError` for the first failed check."""
     for check in checks:

@@ -37,6 +37,7 @@ stderr each).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -355,11 +356,20 @@ def _rails(problem, p, traj):
     ts = jnp.asarray(traj.ts)
     parametrised = problem.control.with_coefficients(p)
     if problem.mode == "prescribed":
-        return (*(np.asarray(a) for a in parametrised.sample(ts)), None)
+        return (*(np.asarray(a) for a in _sample_program()(parametrised, ts)), None)
     from ..models.rolling_ball_unreduced import RollingBallUnreducedState
 
     model = problem.with_coefficients(p)
     states = RollingBallUnreducedState(traj.q, traj.Omega, traj.x, traj.theta, traj.theta_dot)
     rates = jax.vmap(model.vector_field)(ts, states)
-    arrays = (traj.theta, traj.theta_dot, rates.theta_dot, parametrised.sample(ts))
+    arrays = (traj.theta, traj.theta_dot, rates.theta_dot, _sample_program()(parametrised, ts))
     return tuple(np.asarray(a) for a in arrays)
+
+
+@functools.cache
+def _sample_program():
+    """The control sampled at the saved times as one program (op by op it was about 30 small
+    programs, each built in every new process)."""
+    import equinox as eqx
+
+    return eqx.filter_jit(lambda control, ts: control.sample(ts))

@@ -321,4 +321,4 @@ def from_velocities(
 def check_state(model: QuaternionChain, state: ChainQuaternionState) -> None:
     """`ValueError` unless the (concrete) state passes the model's shape and value checks."""
     model.check_state_shapes(state)
-    _checks.raise_now(model.state_checks(state))
+    _checks.raise_at_once(_checks.model_state_checks, model, state)

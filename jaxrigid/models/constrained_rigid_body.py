@@ -159,4 +159,4 @@ def check_constrained_state(model: ConstrainedRigidBody, state: ConstrainedRigid
     """`ValueError` unless `R` is a rotation and `P` tangent, each to `√eps` (relative to
     `|Ω|` for the tangency), naming the first failing ensemble member (concrete states)."""
     model.check_state_shapes(state)
-    _checks.raise_now(model.state_checks(state))
+    _checks.raise_at_once(_checks.model_state_checks, model, state)

@@ -67,7 +67,7 @@ class CoupledBodies(AbstractModel):
                 "got " + ", ".join(map(str, shapes))
             )
         if is_concrete(self.inertia, self.mass, self.joint):  # at once, not only at simulate
-            _checks.raise_now(self.parameter_checks())
+            _checks.raise_at_once(_checks.model_parameter_checks, self)
 
     def parameter_checks(self) -> list[Check]:
         """Each body's inertia is a rigid body's (SPD, triangle inequality); masses positive
@@ -187,4 +187,4 @@ def coupled_state_checks(state: CoupledBodiesState) -> list[Check]:
 def check_coupled_state(state: CoupledBodiesState):
     """`ValueError` unless the (concrete) state passes the shape and value checks above."""
     check_coupled_state_shapes(state)
-    _checks.raise_now(coupled_state_checks(state))
+    _checks.raise_at_once(coupled_state_checks, state)

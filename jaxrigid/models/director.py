@@ -297,7 +297,7 @@ def check_director_body(model: DirectorRigidBody):
         raise ValueError(
             f"euler_inertia must have shape (..., 3, 3), got {jnp.shape(model.euler_inertia)}"
         )
-    _checks.raise_now(model.parameter_checks())
+    _checks.raise_at_once(_checks.model_parameter_checks, model)
 
 
 def check_director_state(state: DirectorState, nontwisting: bool = False, velocities: bool = True):

@@ -155,7 +155,7 @@ class RollingBall(AbstractModel):
     def __check_init__(self):
         check_model_shapes(self)
         if is_concrete(self):  # bad values at once, not only at `simulate`
-            _checks.raise_now(self.parameter_checks())
+            _checks.raise_at_once(_checks.model_parameter_checks, self)
 
     # --- kinematics -------------------------------------------------------------------
 
@@ -496,7 +496,7 @@ def check_rolling_ball_state(model: RollingBall, state: RollingBallState) -> Non
     """`ValueError` unless `state` has the model's shapes and passes `state_checks` (unit
     `q`, `x₃ = r`, finite), naming the first failing ensemble member (concrete states)."""
     model.check_state_shapes(state)
-    _checks.raise_now(model.state_checks(state))
+    _checks.raise_at_once(_checks.model_state_checks, model, state)
 
 
 def rolling_ball_state(model: RollingBall, q=None, Omega=None, contact=(0.0, 0.0)):
