@@ -458,3 +458,40 @@ def test_chunks_keep_the_first_failure_and_its_cause():
         assert (acc.first_failure, acc.result) == (12, cause)
         acc.add(sol([0, 0, 0, 0], [5] * 4), none, 20)  # later failures do not replace it
         assert (acc.first_failure, acc.result) == (12, cause)
+
+
+def test_chunks_continue_the_solver_state(tmp_path, monkeypatch):
+    """MKRK carries its stage slopes from step to step (Newton's warm start): each of the
+    command's chunks starts from the last one's solver state (before, every chunk restarted
+    it), so the run is the chunks of one `simulate` call continued with `solver_state0`, bit
+    for bit (the same programs)."""
+    import jaxrigid as jr
+    from jaxrigid import simulation
+
+    monkeypatch.setattr(cli.chunks, "CHUNK_STEPS", 20)
+    monkeypatch.setattr(cli.chunks, "MAX_SAVES", 10)
+    plan = cli.plan_chunks(60)
+    assert len(plan) > 1
+    handed, returned = [], []
+
+    def recording(*args, **kwargs):
+        handed.append(kwargs.get("solver_state0"))
+        sol = jr.simulate(*args, **kwargs)
+        returned.append(sol.solver_state)
+        return sol
+
+    monkeypatch.setattr(simulation, "simulate", recording)
+    case, integrator = "krysl-slow-top", integrators.get_method("MKRK")
+    model, state0 = CASES[case].build_for(integrator)(CASES[case].resolve())
+    with jax.numpy_rank_promotion("allow"):  # the command's setting (test_chunked_ensemble)
+        rc, report, _ = _run([case, "--method", "MKRK", "--t-end", "0.6", "--dt", "0.01"], tmp_path)
+        assert rc == 0 and report["n_steps"] == 60
+        continued, ss, done = state0, None, 0
+        for steps, every in plan:
+            chunk = dict(t0=done * 0.01, save_every=every, solver_state0=ss)
+            sol = jr.simulate(integrator, model, continued, 0.01, steps, **chunk)
+            continued, ss, done = sol.final_state, sol.solver_state, done + steps
+    assert len(handed) == len(plan) and handed[0] is None
+    for given, previous in zip(handed[1:], returned[:-1]):
+        np.testing.assert_array_equal(np.asarray(given), np.asarray(previous))
+    np.testing.assert_array_equal(report["final_state"]["Pi"], np.asarray(continued.Pi))

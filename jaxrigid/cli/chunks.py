@@ -1,11 +1,14 @@
 """Chunking of a run: equal chunks (one compile) and at most one shorter tail chunk; the
-progress bar over the chunks and the clock of JAX's compile time."""
+progress bar over the chunks and the clock of JAX's compile time; the members restarted
+between chunks (non-finite: from the initial state, with a fresh solver state)."""
 
 from __future__ import annotations
 
 import math
 import sys
 import time
+
+import numpy as np
 
 MAX_SAVES = 2000  # at most about this many saved states per member
 MAX_SAVED_STATES = 200_000  # and about this many over the ensemble (≈ 19 MB for rigid bodies)
@@ -130,3 +133,59 @@ class CompileClock:
             total += max(0.0, end - max(start, reach))
             reach = max(reach, end)
         return total
+
+
+# ----------------------------------------------------------------------------------------
+# Members restarted between chunks
+
+
+def nonfinite_members(state, ndims) -> np.ndarray:
+    """Per member (or scalar): any non-finite value in the state."""
+    import jax
+
+    def bad(x, e):
+        x = np.asarray(x)
+        return ~np.isfinite(x).all(axis=tuple(range(x.ndim - e, x.ndim)))
+
+    flags = jax.tree_util.tree_leaves(jax.tree_util.tree_map(bad, state, ndims))
+    return np.logical_or.reduce(flags)
+
+
+def where_members(mask, a, b, ndims):
+    """Members of `a` where `mask`, else of `b` (leaves with `(*ensemble, ...)` axes)."""
+    import jax
+
+    def pick(x, y, e):
+        x, y = np.asarray(x), np.asarray(y)
+        m = np.reshape(mask, np.shape(mask) + (1,) * (x.ndim - np.ndim(mask)))
+        return np.where(m, x, y)
+
+    return jax.tree_util.tree_map(pick, a, b, ndims)
+
+
+def fresh_solver_state(spec, model, state, done: int):
+    """The method's initial solver state for `state` at step `done` (per member)."""
+    import jax
+    import jax.numpy as jnp
+
+    dtype = jax.tree_util.tree_leaves(state)[0].dtype
+    t, dt = jnp.asarray(done * spec.dt, dtype), jnp.asarray(spec.dt, dtype)
+    init = lambda s: spec.integrator.init(model, s, t, dt)  # noqa: E731
+    return jax.vmap(init)(state) if spec.ensemble is not None else init(state)
+
+
+def where_leading(mask, a, b):
+    """Leaves of `a` where `mask` (the leading, ensemble, axes), else of `b`."""
+    import jax
+
+    def pick(x, y):
+        x, y = np.asarray(x), np.asarray(y)
+        return np.where(np.reshape(mask, np.shape(mask) + (1,) * (x.ndim - np.ndim(mask))), x, y)
+
+    return jax.tree_util.tree_map(pick, a, b)
+
+
+def nan_like(tree):
+    import jax
+
+    return jax.tree_util.tree_map(lambda x: np.full(np.shape(x), np.nan), tree)

@@ -14,7 +14,17 @@ from typing import Any
 import numpy as np
 
 from . import output
-from .chunks import CompileClock, Progress, plan_chunks, saves_for
+from .chunks import (
+    CompileClock,
+    Progress,
+    fresh_solver_state,
+    nan_like,
+    nonfinite_members,
+    plan_chunks,
+    saves_for,
+    where_leading,
+    where_members,
+)
 from .errors import RunError, UsageError
 from .lookups import find_case, find_method, parse_sets, positive
 
@@ -175,41 +185,11 @@ class Trajectory:
         return self.result == 0
 
 
-def _nonfinite_members(state, ndims) -> np.ndarray:
-    """Per member (or scalar): any non-finite value in the state."""
-    import jax
-
-    def bad(x, e):
-        x = np.asarray(x)
-        return ~np.isfinite(x).all(axis=tuple(range(x.ndim - e, x.ndim)))
-
-    flags = jax.tree_util.tree_leaves(jax.tree_util.tree_map(bad, state, ndims))
-    return np.logical_or.reduce(flags)
-
-
-def _where_members(mask, a, b, ndims):
-    """Members of `a` where `mask`, else of `b` (leaves with `(*ensemble, ...)` axes)."""
-    import jax
-
-    def pick(x, y, e):
-        x, y = np.asarray(x), np.asarray(y)
-        m = np.reshape(mask, np.shape(mask) + (1,) * (x.ndim - np.ndim(mask)))
-        return np.where(m, x, y)
-
-    return jax.tree_util.tree_map(pick, a, b, ndims)
-
-
 def _time_axis_op(fn, ndims, *trees):
     """Apply `fn(leaves..., axis)` with `axis` the time axis of each leaf."""
     import jax
 
     return jax.tree_util.tree_map(lambda e, *xs: fn(*xs, axis=xs[0].ndim - e - 1), ndims, *trees)
-
-
-def _nan_like(tree):
-    import jax
-
-    return jax.tree_util.tree_map(lambda x: np.full(np.shape(x), np.nan), tree)
 
 
 class _Chunks:
@@ -225,7 +205,7 @@ class _Chunks:
 
         states = jax.tree_util.tree_map(np.asarray, sol.states)
         if masked.any():
-            states = _where_members(masked, _nan_like(states), states, self.ndims)
+            states = where_members(masked, nan_like(states), states, self.ndims)
         first = 0 if not self.ts else 1  # later chunks repeat their initial state
         self.ts.append(np.asarray(sol.ts)[first:])
         self.states.append(
@@ -259,7 +239,15 @@ class _Chunks:
 
 
 def _simulate_chunk(
-    spec: RunSpec, model, state, steps, save_every, done: int, observer=None, observations=None
+    spec: RunSpec,
+    model,
+    state,
+    steps,
+    save_every,
+    done: int,
+    observer=None,
+    observations=None,
+    solver_state=None,
 ):
     import jax
 
@@ -267,7 +255,9 @@ def _simulate_chunk(
 
     # every chunk's inputs committed to one device, as the outputs of a stored program are
     # (`program_store`): one program for all chunks, not one for the first and one for the rest
-    state, observations = jax.device_put((state, observations), jax.devices()[0])
+    state, observations, solver_state = jax.device_put(
+        (state, observations, solver_state), jax.devices()[0]
+    )
     try:
         sol = simulate(
             spec.integrator,
@@ -279,6 +269,7 @@ def _simulate_chunk(
             save_every=save_every,
             observer=observer,
             observations0=observations,
+            solver_state0=solver_state,
         )
     except ValueError as err:
         if done == 0:
@@ -288,36 +279,42 @@ def _simulate_chunk(
 
 
 def _integrate(spec: RunSpec, model, state0, progress: Progress) -> Trajectory:
-    """Run `simulate` chunk by chunk from `state0`. A member whose state turned non-finite is
-    restarted from `state0` (`simulate` rejects non-finite states) and masked to NaN. The
-    case's observer, if any, runs in every chunk, its carry continued from chunk to chunk; a
-    restarted member's observations are NaN."""
+    """Run `simulate` chunk by chunk from `state0`, each chunk continuing the last's state and
+    solver state (a method's warm starts, a compensated sum's rounding error): the run is the
+    one `simulate` call it splits. A member whose state turned non-finite is restarted from
+    `state0` (`simulate` rejects non-finite states), with a fresh solver state, and masked to
+    NaN. The case's observer, if any, runs in every chunk, its carry continued from chunk to
+    chunk; a restarted member's observations are NaN."""
     import jax
 
     ndims = model.state_event_ndims()
     acc = _Chunks(ndims)
     state, done, masked = state0, 0, np.zeros((), bool)
     observer = spec.case.observer(spec.params) if spec.case.observer is not None else None
-    observations = None
+    observations = solver_state = None
     with CompileClock() as clock:
         start = time.perf_counter()
         progress.update(0)
         for steps, save_every in plan_chunks(spec.n_steps, saves_for(spec.ensemble)):
-            masked = masked | _nonfinite_members(state, ndims)
+            masked = masked | nonfinite_members(state, ndims)
             if masked.any():
-                state = _where_members(masked, state0, state, ndims)
+                state = where_members(masked, state0, state, ndims)
+                if solver_state is not None:
+                    fresh = fresh_solver_state(spec, model, state, done)
+                    solver_state = where_leading(masked, fresh, solver_state)
             sol = _simulate_chunk(
-                spec, model, state, steps, save_every, done, observer, observations
+                spec, model, state, steps, save_every, done, observer, observations, solver_state
             )
             acc.add(sol, masked, done)
             state, done, observations = sol.final_state, done + steps, sol.observations
+            solver_state = sol.solver_state
             progress.update(done)
         wall = time.perf_counter() - start
     progress.close()
     final = jax.tree_util.tree_map(np.asarray, state)
-    masked = masked | _nonfinite_members(final, ndims)
+    masked = masked | nonfinite_members(final, ndims)
     if masked.any():
-        final = _where_members(masked, _nan_like(final), final, ndims)
+        final = where_members(masked, nan_like(final), final, ndims)
     ts, states = acc.concatenated()
     outcomes = acc.outcomes
     observations = jax.tree_util.tree_map(np.asarray, observations)
