@@ -23,15 +23,25 @@ from jax import lax
 
 def components(v):
     """The last axis of `v (..., n)` as `n` arrays `(...)`: one slice each, taken once per
-    call (indexing inside the products would slice the same entry once per use)."""
-    axis = v.ndim - 1
-    return [lax.index_in_dim(v, k, axis, keepdims=False) for k in range(v.shape[-1])]
+    call (indexing inside the products would slice the same entry once per use), by one
+    `lax.split` (`_split`)."""
+    return _split(v, v.ndim - 1)
+
+
+def _split(v, axis):
+    """`v`'s entries along `axis`, that axis dropped, by one `lax.split`. The compiled forward
+    program is the same as with a slice per entry (`lax.index_in_dim`; the forward programs of
+    `bench/compile_cost.py` compile to the same instructions), but the transpose is one
+    `concatenate` of the entries' cotangents, where a slice per entry transposes to a
+    zero-padded array each and their sum: the reverse pass of an IMIDM step had 87 such pads
+    and ran 2.2× slower (issue 31)."""
+    parts = lax.split(v, (1,) * v.shape[axis], axis)
+    return [lax.squeeze(p, (axis,)) for p in parts]
 
 
 def entries(A):
     """`A (..., m, n)` as rows of its `m × n` entries `(...)`, each sliced once."""
-    axis = A.ndim - 2
-    return [components(lax.index_in_dim(A, i, axis, keepdims=False)) for i in range(A.shape[-2])]
+    return [components(row) for row in _split(A, A.ndim - 2)]
 
 
 def matrix_entries(A):
@@ -41,14 +51,15 @@ def matrix_entries(A):
     each row of the carried attitude (a value with three users) under `vmap`, and LP-split's
     compositions ran at half speed (kahan-li8, 4096 members: 7.2 against 3.4-3.7 µs per
     member-step: bench/README, "LP-split's run-time regression of 791188d"); slicing straight
-    from the matrix in `entries` too made IMIDM's step (its `inv3`, `det3`) 25 % slower."""
+    from the matrix in `entries` too made IMIDM's step (its `inv3`, `det3`) 25 % slower. Rows
+    and then entries by `lax.split`, no reshape between: XLA merges the two slices into the
+    one of each entry (the same compiled forward program), and the transpose is two
+    `concatenate`s, not a zero-padded matrix per entry (`_split`)."""
     *batch, m, n = A.shape
-    start = [0] * len(batch)
-
-    def entry(i, j):
-        return lax.reshape(lax.slice(A, (*start, i, j), (*batch, i + 1, j + 1)), tuple(batch))
-
-    return [[entry(i, j) for j in range(n)] for i in range(m)]
+    rows = lax.split(A, (1,) * m, A.ndim - 2)  # (..., 1, n): no reshape between the slices
+    return [
+        [lax.reshape(e, tuple(batch)) for e in lax.split(row, (1,) * n, A.ndim - 1)] for row in rows
+    ]
 
 
 def stack_entries(rows):
