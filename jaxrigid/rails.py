@@ -242,9 +242,10 @@ def rail_checks(rails, control, radius) -> list[Check]:
     (`max_radius(rail) < radius`), and on a rail with ends (`is_periodic()` false: a
     segment) the control's reach `theta_bounds()` inside `theta_range()` — a mass cannot
     leave its tube, and `max_radius` samples only that range. A control that returns `None`
-    (unbounded, e.g. a spline) is not checked there."""
+    (unbounded, e.g. a spline), has no `theta_bounds` (a plain function) or is `None`
+    (dynamic masses, moved by their equations) is not checked there."""
     checks = []
-    bounds = control.theta_bounds() if rails else None
+    bounds = control.theta_bounds() if rails and hasattr(control, "theta_bounds") else None
     for i, rail in enumerate(rails):
         name = type(rail).__name__
         lo, hi = rail.theta_range()

@@ -219,3 +219,26 @@ def test_reach_by_rail_and_control():
         (PiecewiseCubicControl(jnp.asarray(0.0), jnp.asarray(1.0), jnp.full((3, 1), 5.0)), 0),
     ]:
         assert len(_failed(rail_checks((_segment(),), control, 1.0))) == bad, control
+
+
+def test_the_unreduced_ball_checks_its_rails_as_the_reduced_one(ball):
+    """`RollingBallUnreduced` (the DLA integrators' and dynamic masses' model) refuses a
+    control leaving its segment and a rail leaving the ball, as the reduced ball does (it
+    accepted both: its checks did not look at the rails)."""
+    from jaxrigid.models.rolling_ball_unreduced import RollingBallUnreduced
+    from jaxrigid.rails import CircleRail
+
+    assert not any(
+        bool(jnp.any(c.bad))
+        for dynamic in (False, True)
+        for c in RollingBallUnreduced.from_rolling_ball(ball, dynamic).parameter_checks()
+    )
+    wide = eqx.tree_at(lambda m: m.control.amplitude, ball, jnp.asarray([3.0]))
+    with pytest.raises(ValueError, match="RollingBallUnreduced: " + REACH):
+        _checks.apply(RollingBallUnreduced.from_rolling_ball(wide).parameter_checks())
+    e1, e3 = jnp.asarray([1.0, 0, 0]), jnp.asarray([0, 0, 1.0])
+    outside = eqx.tree_at(lambda m: m.rails, ball, (CircleRail(jnp.zeros(3), 1.2, e1, e3),))
+    for dynamic in (False, True):  # dynamic: no control to check, the rail still is
+        model = RollingBallUnreduced.from_rolling_ball(outside, dynamic)
+        with pytest.raises(ValueError, match=r"rail 0 \(CircleRail\) leaves the ball.*got 1\.2"):
+            _checks.apply(model.parameter_checks())

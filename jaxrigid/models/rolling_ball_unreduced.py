@@ -31,6 +31,7 @@ from ..nonholonomic import (
     quaternion_angular_velocity,
     quaternion_rate,
 )
+from ..rails import AbstractRail, rail_checks
 from .base import AbstractModel, Check, finite, spd3_checks
 
 
@@ -267,8 +268,9 @@ class RollingBallUnreduced(AbstractModel):
 
     def parameter_checks(self) -> list[Check]:
         """Radius and shell mass positive, masses non-negative (positive when dynamic),
-        𝕀 a rigid body's, χ₀ inside the ball, and the control's or actuation's own checks
-        (e.g. NaN coefficients), where they have them."""
+        𝕀 a rigid body's, χ₀ inside the ball, the rails inside the ball and a prescribed
+        control inside a segment's ends (`rails.rail_checks`, as the reduced ball), and the
+        control's or actuation's own checks (e.g. NaN coefficients), where they have them."""
         masses_bad = self.masses <= 0 if self.dynamic else self.masses < 0
         own = [
             Check(c.bad, f"RollingBallUnreduced {name}: " + c.message, c.value)
@@ -288,6 +290,18 @@ class RollingBallUnreduced(AbstractModel):
                 "chi0 must lie inside the ball (|χ₀| < r)",
             ),
             Check(~jnp.isfinite(self.gravity), "gravity must be finite", self.gravity),
+            *self._rail_checks(),
+        ]
+
+    def _rail_checks(self) -> list[Check]:
+        """The rolling ball's `rails.rail_checks` where every rail is one of `rails`' (a plain
+        function has no range to check): each inside the ball, a prescribed control's reach
+        inside a segment's ends."""
+        if not all(isinstance(rail, AbstractRail) for rail in self.rails):
+            return []
+        return [
+            Check(c.bad, "RollingBallUnreduced: " + c.message, c.value)
+            for c in rail_checks(self.rails, self.control, self.radius)
         ]
 
     def state_checks(self, state, t=None) -> list[Check]:
