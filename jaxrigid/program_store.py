@@ -42,7 +42,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-__all__ = ["stored_programs", "call"]
+__all__ = ["stored_programs", "call", "call_filtered"]
 
 FORMAT = 1
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("jaxrigid_stored_programs", default=None)
@@ -90,6 +90,17 @@ def call(fn, name: str, args: tuple):
         _CALLABLE[path] = jax.jit(exported.call), out_tree
     program, out_tree = _CALLABLE[path]
     return jax.tree_util.tree_unflatten(out_tree, program(*leaves))
+
+
+def call_filtered(program, *args):
+    """`program(*args)` for an `equinox.filter_jit` program, through `call`: its arrays are
+    the stored program's inputs, everything else (settings, functions, flags) is static, as
+    for `filter_jit`, and named in the file's key by its `repr`."""
+    import equinox as eqx
+
+    dynamic, static = eqx.partition(args, eqx.is_array)
+    name = f"{program.__name__} {static!r}"
+    return call(lambda d: program(*eqx.combine(d, static)), name, (dynamic,))
 
 
 def _file_key(key, name, in_tree, leaves) -> str:

@@ -461,7 +461,7 @@ def test_chunks_keep_the_first_failure_and_its_cause():
 
 
 def test_chunks_continue_the_solver_state(tmp_path, monkeypatch):
-    """MKRK carries its stage slopes from step to step (Newton's warm start): each of the
+    """MKRK-gauss4 carries its stage slopes from step to step (Newton's warm start): each of the
     command's chunks starts from the last one's solver state (before, every chunk restarted
     it), so the run is the chunks of one `simulate` call continued with `solver_state0`, bit
     for bit (the same programs)."""
@@ -481,10 +481,11 @@ def test_chunks_continue_the_solver_state(tmp_path, monkeypatch):
         return sol
 
     monkeypatch.setattr(simulation, "simulate", recording)
-    case, integrator = "krysl-slow-top", integrators.get_method("MKRK")
+    case, integrator = "krysl-slow-top", integrators.get_method("MKRK-gauss4")
     model, state0 = CASES[case].build_for(integrator)(CASES[case].resolve())
     with jax.numpy_rank_promotion("allow"):  # the command's setting (test_chunked_ensemble)
-        rc, report, _ = _run([case, "--method", "MKRK", "--t-end", "0.6", "--dt", "0.01"], tmp_path)
+        args = [case, "--method", "MKRK-gauss4", "--t-end", "0.6", "--dt", "0.01"]
+        rc, report, _ = _run(args, tmp_path)
         assert rc == 0 and report["n_steps"] == 60
         continued, ss, done = state0, None, 0
         for steps, every in plan:
@@ -492,6 +493,28 @@ def test_chunks_continue_the_solver_state(tmp_path, monkeypatch):
             sol = jr.simulate(integrator, model, continued, 0.01, steps, **chunk)
             continued, ss, done = sol.final_state, sol.solver_state, done + steps
     assert len(handed) == len(plan) and handed[0] is None
+    assert all(r is not None for r in returned)  # a method that has a solver state
     for given, previous in zip(handed[1:], returned[:-1]):
         np.testing.assert_array_equal(np.asarray(given), np.asarray(previous))
     np.testing.assert_array_equal(report["final_state"]["Pi"], np.asarray(continued.Pi))
+
+
+def test_a_restarted_member_gets_a_fresh_solver_state():
+    """A member restarted between chunks (non-finite) starts again from its method's initial
+    solver state for the restart state; the others keep theirs."""
+    import jaxrigid as jr
+
+    case, integrator = CASES["krysl-slow-top"], integrators.get_method("MKRK-gauss4")
+    model, state0 = case.build_for(integrator)(case.resolve())
+    states = case.perturb(state0, np.random.default_rng(0), 0.05, 3)
+    sol = jr.simulate(integrator, model, states, 0.01, 10, save_every=10)
+    spec = cli_run.RunSpec(case, "MKRK-gauss4", integrator, {}, 0.01, 0.1, 10, 3, 0, None)
+    masked = np.array([False, True, False])
+    fresh = cli.chunks.fresh_solver_state(spec, model, states, 10)
+    mixed = cli.chunks.where_members(masked, fresh, sol.solver_state)
+    one = jax.tree_util.tree_map(lambda x: x[1], states)
+    expected = integrator.init(model, one, np.float64(0.1), np.float64(0.01))
+    np.testing.assert_array_equal(np.asarray(mixed)[1], np.asarray(expected))
+    for k in (0, 2):
+        np.testing.assert_array_equal(np.asarray(mixed)[k], np.asarray(sol.solver_state)[k])
+    assert not np.array_equal(np.asarray(sol.solver_state)[1], np.asarray(expected))

@@ -151,16 +151,16 @@ def nonfinite_members(state, ndims) -> np.ndarray:
     return np.logical_or.reduce(flags)
 
 
-def where_members(mask, a, b, ndims):
-    """Members of `a` where `mask`, else of `b` (leaves with `(*ensemble, ...)` axes)."""
+def where_members(mask, a, b):
+    """Members of `a` where `mask`, else of `b` (leaves with the ensemble's leading axes:
+    states, solver states)."""
     import jax
 
-    def pick(x, y, e):
+    def pick(x, y):
         x, y = np.asarray(x), np.asarray(y)
-        m = np.reshape(mask, np.shape(mask) + (1,) * (x.ndim - np.ndim(mask)))
-        return np.where(m, x, y)
+        return np.where(np.reshape(mask, np.shape(mask) + (1,) * (x.ndim - np.ndim(mask))), x, y)
 
-    return jax.tree_util.tree_map(pick, a, b, ndims)
+    return jax.tree_util.tree_map(pick, a, b)
 
 
 def fresh_solver_state(spec, model, state, done: int):
@@ -172,17 +172,6 @@ def fresh_solver_state(spec, model, state, done: int):
     t, dt = jnp.asarray(done * spec.dt, dtype), jnp.asarray(spec.dt, dtype)
     init = lambda s: spec.integrator.init(model, s, t, dt)  # noqa: E731
     return jax.vmap(init)(state) if spec.ensemble is not None else init(state)
-
-
-def where_leading(mask, a, b):
-    """Leaves of `a` where `mask` (the leading, ensemble, axes), else of `b`."""
-    import jax
-
-    def pick(x, y):
-        x, y = np.asarray(x), np.asarray(y)
-        return np.where(np.reshape(mask, np.shape(mask) + (1,) * (x.ndim - np.ndim(mask))), x, y)
-
-    return jax.tree_util.tree_map(pick, a, b)
 
 
 def nan_like(tree):

@@ -22,7 +22,6 @@ from .chunks import (
     nonfinite_members,
     plan_chunks,
     saves_for,
-    where_leading,
     where_members,
 )
 from .errors import RunError, UsageError
@@ -205,7 +204,7 @@ class _Chunks:
 
         states = jax.tree_util.tree_map(np.asarray, sol.states)
         if masked.any():
-            states = where_members(masked, nan_like(states), states, self.ndims)
+            states = where_members(masked, nan_like(states), states)
         first = 0 if not self.ts else 1  # later chunks repeat their initial state
         self.ts.append(np.asarray(sol.ts)[first:])
         self.states.append(
@@ -298,10 +297,10 @@ def _integrate(spec: RunSpec, model, state0, progress: Progress) -> Trajectory:
         for steps, save_every in plan_chunks(spec.n_steps, saves_for(spec.ensemble)):
             masked = masked | nonfinite_members(state, ndims)
             if masked.any():
-                state = where_members(masked, state0, state, ndims)
+                state = where_members(masked, state0, state)
                 if solver_state is not None:
                     fresh = fresh_solver_state(spec, model, state, done)
-                    solver_state = where_leading(masked, fresh, solver_state)
+                    solver_state = where_members(masked, fresh, solver_state)
             sol = _simulate_chunk(
                 spec, model, state, steps, save_every, done, observer, observations, solver_state
             )
@@ -314,7 +313,7 @@ def _integrate(spec: RunSpec, model, state0, progress: Progress) -> Trajectory:
     final = jax.tree_util.tree_map(np.asarray, state)
     masked = masked | nonfinite_members(final, ndims)
     if masked.any():
-        final = where_members(masked, nan_like(final), final, ndims)
+        final = where_members(masked, nan_like(final), final)
     ts, states = acc.concatenated()
     outcomes = acc.outcomes
     observations = jax.tree_util.tree_map(np.asarray, observations)

@@ -51,11 +51,11 @@ import numpy as np
 import optax
 from jax import lax
 
-from .. import program_store
 from .._callbacks import host_callback
 from .._checks import is_concrete, real_number
 from .._input_checks import reported_in_outcome
 from ..compilation_cache import ensure_compilation_cache
+from ..program_store import call_filtered
 from . import lbfgs
 
 __all__ = [
@@ -240,11 +240,8 @@ def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
     caller's `jit`, `vmap` or `grad` around `optimise`."""
     carry, f0 = _initial(objective, p0, settings)
     cnorm0 = carry[4]
-    carry, history = lax.scan(
-        lambda carry, k: _outer(objective, settings, callback, carry, k),
-        carry,
-        jnp.arange(settings.n_outer),
-    )
+    outer = lambda carry, k: _outer(objective, settings, callback, carry, k)  # noqa: E731
+    carry, history = lax.scan(outer, carry, jnp.arange(settings.n_outer))
     return _final(objective, carry, history, f0, cnorm0)
 
 
@@ -280,12 +277,12 @@ def _host_driven(objective, p0, settings, callback, batched):
     iteration (the same program each time), and `callback` is called from the host after
     each with that iteration's inner values. No program carries a host callback, so JAX's
     persistent cache keeps all three (a progress bar in the program made it uncacheable)."""
-    carry, f0 = _stored(_initial_program, objective, p0, settings, batched)
+    carry, f0 = call_filtered(_initial_program, objective, p0, settings, batched)
     cnorm0 = carry[4]
     history = []
     for k in range(settings.n_outer):
-        k = jnp.asarray(k, jnp.int32)
-        carry, out = _stored(_outer_program, objective, settings, carry, k, batched)
+        k_ = jnp.asarray(k, jnp.int32)  # `k` itself stays an int for the callback
+        carry, out = call_filtered(_outer_program, objective, settings, carry, k_, batched)
         history.append(out)
         if callback is not None:
             values, gnorms = np.asarray(out[0]), np.asarray(out[1])
@@ -294,17 +291,7 @@ def _host_driven(objective, p0, settings, callback, batched):
                 # the program's callback under `vmap`
                 kj = (np.full(p0.shape[0], k), np.full(p0.shape[0], j)) if batched else (k, j)
                 callback(*kj, values[..., j], gnorms[..., j])
-    return _stored(_final_program, objective, carry, tuple(history), f0, cnorm0, batched)
-
-
-def _stored(program, *args):
-    """`program(*args)`, a stored program where the caller asked for one (`program_store`, as
-    `jaxrigid control` does): the arrays are its inputs, everything else (the problem's
-    settings and functions, `settings`, `batched`) is static, as for `filter_jit`, and named
-    in the file's key."""
-    dynamic, static = eqx.partition(args, eqx.is_array)
-    name = f"{program.__name__} {static!r}"
-    return program_store.call(lambda d: program(*eqx.combine(d, static)), name, (dynamic,))
+    return call_filtered(_final_program, objective, carry, tuple(history), f0, cnorm0, batched)
 
 
 def _check_p0(objective, p0):
