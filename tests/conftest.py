@@ -1,4 +1,5 @@
 import gc
+import json
 import os
 import re
 import shutil
@@ -42,29 +43,65 @@ def pytest_configure(config):
     )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    """A test marked `xla_defaults` runs in a fresh pytest process with XLA's defaults while
-    the suite's fast build is on (its failure message is the child's)."""
-    if not (xla_settings.fast_build_on() and pyfuncitem.get_closest_marker("xla_defaults")):
-        return None
-    root = pyfuncitem.config.rootpath
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
-    child = subprocess.run(
-        cmd + [pyfuncitem.nodeid],
-        env=xla_settings.defaults_environment(),
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
-    if child.returncode != 0:
-        pytest.fail(
-            f"with XLA's defaults (a child pytest, exit {child.returncode}):\n"
+_CHILD_REPORT = "_JAXRIGID_CHILD_REPORT"  # set in a child: where it writes its outcomes
+_child_outcomes: dict[str, dict] = {}  # the parent's: node id -> outcome, by module
+
+
+def _marked(item) -> bool:
+    return item.get_closest_marker("xla_defaults") is not None
+
+
+def _run_child(item) -> None:
+    """Run every selected `xla_defaults` test of `item`'s module in ONE child pytest with
+    XLA's defaults (one start-up and one set of module fixtures for them all; `--dist
+    loadfile` keeps a module on one worker) and keep each test's outcome."""
+    nodeids = [i.nodeid for i in item.session.items if i.module is item.module and _marked(i)]
+    with tempfile.TemporaryDirectory(prefix="jaxrigid-child-") as tmp:
+        report = os.path.join(tmp, "outcomes.json")
+        env = xla_settings.defaults_environment() | {_CHILD_REPORT: report}
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+        child = subprocess.run(
+            cmd + nodeids, env=env, cwd=item.config.rootpath, capture_output=True, text=True
+        )
+        got = json.load(open(report)) if os.path.exists(report) else {}
+    for nodeid in nodeids:  # a test the child never reported (a crash) fails with its output
+        _child_outcomes[nodeid] = got.get(nodeid) or {
+            "outcome": "failed",
+            "text": f"the child pytest (exit {child.returncode}) reported nothing for it:\n"
             + child.stdout[-6000:]
             + child.stderr[-2000:],
-            pytrace=False,
-        )
+        }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked `xla_defaults` runs in a child pytest with XLA's defaults while the
+    suite's fast build is on (`_run_child`; its failure message is the child's)."""
+    if not (xla_settings.fast_build_on() and _marked(pyfuncitem)):
+        return None
+    if pyfuncitem.nodeid not in _child_outcomes:
+        _run_child(pyfuncitem)
+    result = _child_outcomes.pop(pyfuncitem.nodeid)
+    if result["outcome"] == "skipped":
+        pytest.skip(result["text"])
+    if result["outcome"] != "passed":
+        pytest.fail(f"with XLA's defaults (a child pytest):\n{result['text']}", pytrace=False)
     return True
+
+
+def pytest_runtest_logreport(report):
+    """In a child (`_run_child`): each test's outcome, a failure's or skip's text with it."""
+    path = os.environ.get(_CHILD_REPORT)
+    if path is None or (report.when != "call" and report.passed):
+        return
+    outcomes = json.load(open(path)) if os.path.exists(path) else {}
+    if report.nodeid in outcomes and outcomes[report.nodeid]["outcome"] != "passed":
+        return  # a setup failure or skip stands
+    text = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
+    text = text or (report.longreprtext[-6000:] if report.failed else "")
+    outcomes[report.nodeid] = {"outcome": report.outcome, "text": text}
+    with open(path, "w") as f:
+        json.dump(outcomes, f)
 
 
 def pytest_unconfigure(config):
