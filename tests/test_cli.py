@@ -13,9 +13,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrigid import cli, integrators
+from jaxrigid import cli, integrators, runs
 from jaxrigid.cases import CASES
-from jaxrigid.cli import run as cli_run
+from jaxrigid.runs import planning
 
 TF = "krysl-torque-free"
 KEYS = {
@@ -125,8 +125,8 @@ def test_lower_case_method_name(base, tmp_path):
 def test_chunked_ensemble(base, tmp_path, monkeypatch):
     # Four chunks of 25 steps, saving every 5th state: one compilation for both the chunking
     # and the ensemble (the test's time budget).
-    monkeypatch.setattr(cli.chunks, "CHUNK_STEPS", 25)
-    monkeypatch.setattr(cli.chunks, "MAX_SAVES", 20)
+    monkeypatch.setattr(planning, "CHUNK_STEPS", 25)
+    monkeypatch.setattr(planning, "MAX_SAVES", 20)
     assert cli.plan_chunks(100) == [(25, 5)] * 4
     args = [TF, "--t-end", "1", "--dt", "0.01", "--ensemble", "3", "--seed", "1"]
     # The command runs with JAX's default rank promotion ("allow"); conftest's "raise" trips
@@ -146,15 +146,6 @@ def test_chunked_ensemble(base, tmp_path, monkeypatch):
         np.testing.assert_allclose(z["Pi"][0], ref["Pi"][::5], rtol=0, atol=1e-12)
     header = (tmp_path / f"{TF}_invariants.csv").read_text().splitlines()[0]
     assert "member 0 of 3" in header
-
-
-@pytest.mark.parametrize("n_steps", [1, 7, 2001, 40000, 40001, 999983])
-def test_plan_chunks_covers_the_run(n_steps):
-    chunks = cli.plan_chunks(n_steps)
-    assert sum(steps for steps, _ in chunks) == n_steps
-    assert all(steps % every == 0 for steps, every in chunks)
-    assert len(set(chunks[:-1])) <= 1  # equal chunks, then at most one different tail
-    assert sum(steps // every for steps, every in chunks) <= 1.05 * cli.MAX_SAVES
 
 
 def _fake_family(monkeypatch):
@@ -357,18 +348,6 @@ def test_applicability_is_asked_of_the_method(monkeypatch, capsys):
     assert "[only:" not in rows[1]  # the coupled-bodies DMV-body: unchanged
 
 
-def test_large_ensembles_save_fewer_states():
-    """The `.npz` of a large ensemble stays bounded: ≤ MAX_SAVED_STATES states in all (and at
-    least MIN_SAVES per member)."""
-    from jaxrigid.cli import chunks
-
-    assert chunks.saves_for(None) == chunks.MAX_SAVES
-    assert chunks.saves_for(1000) * 1000 <= chunks.MAX_SAVED_STATES
-    assert chunks.saves_for(10**7) == chunks.MIN_SAVES
-    plan = cli.plan_chunks(10_000, chunks.saves_for(1000))
-    assert sum(steps // every for steps, every in plan) <= 1.05 * chunks.saves_for(1000)
-
-
 def test_dmv_runs_on_krysl_heavy_tops(tmp_path):
     """Krysl's tops are heavy tops (uniform gravity), so the DMV methods apply to them."""
     rc, report, _ = _run(["krysl-fast-top", "--method", "DMV-spatial", "--t-end", "0.1"], tmp_path)
@@ -376,145 +355,30 @@ def test_dmv_runs_on_krysl_heavy_tops(tmp_path):
     assert report["newton"]["all_converged"]
 
 
-@pytest.mark.parametrize(
-    "t_end, dt, n",
-    [
-        ("1", "0.1", 10),
-        ("0.3", "0.1", 3),
-        ("5", "0.005", 1000),
-        ("0.7", "0.7", 1),
-        ("157.08", "0.01", 15708),
-        ("2147.483647", "1e-6", 2**31 - 1),
-    ],
-)
-def test_whole_number_of_steps_is_accepted(t_end, dt, n):
-    """Decimal multiples whose doubles are not exact multiples (0.3 / 0.1 = 2.9999999999999996)
-    are whole numbers of steps up to round-off."""
-    assert cli_run.whole_steps(float(t_end), float(dt)) == n
-
-
-@pytest.mark.parametrize(
-    "t_end, dt, message",
-    [
-        (1, 0.3, "--t-end 1 is not a whole number of steps of --dt 0.3; nearest valid: 0.9 or 1.2"),
-        (0.30000001, 0.1, "nearest valid: 0.3 or 0.4"),
-        (1 + 1e-12, 0.1, "nearest valid: 1 or 1.1"),  # a misfit far above round-off
-        (0.001, 0.01, "--t-end 0.001 is shorter than one step of --dt 0.01; nearest valid: 0.01"),
-        (0.0099, 0.01, "shorter than one step"),
-    ],
-)
-def test_partial_step_is_refused(t_end, dt, message):
-    with pytest.raises(cli.UsageError, match=re.escape(message)) as err:
-        cli_run.whole_steps(t_end, dt)
-    assert "\n" not in str(err.value)
-
-
-@pytest.mark.parametrize("name", list(CASES))
-def test_every_case_runs_its_defaults(name):
-    """Each case's own (t_end, dt) gives a run; a default t_end that is not whole in its dt
-    (the harmonic oscillator's 50π) runs the nearest whole number of steps, and the t_end
-    reported is one that `--t-end` accepts for the same run."""
-    case = CASES[name]
-    dt, t_end, n = cli_run.step_plan(case, None, None)
-    assert dt == case.default_dt and n >= 1
-    assert abs(n * dt - case.default_t_end) <= dt / 2
-    assert t_end == pytest.approx(n * dt, rel=1e-14, abs=0)
-    assert cli_run.step_plan(case, t_end, dt) == (dt, t_end, n)
-    assert cli_run.step_plan(case, t_end, None) == (dt, t_end, n)
-
-
 def test_decimal_t_end_runs_to_it(tmp_path):
     rc, report, _ = _run([TF, "--t-end", "0.3", "--dt", "0.1"], tmp_path)
     assert rc == 0 and report["n_steps"] == 3 and report["t_end"] == 0.3
 
 
-def test_chunks_keep_the_first_failure_and_its_cause():
-    """Across chunks and members, the run's first failed step is the earliest one (the lowest
-    member on a tie), with that member's cause; restarted (masked) members do not count."""
-    from typing import NamedTuple
-
-    class Outcome(NamedTuple):  # the fields of `Solution.outcome`
-        max_iterations: np.ndarray
-        max_residual: np.ndarray
-        result: np.ndarray
-        first_failure: np.ndarray
-
-    class Sol(NamedTuple):
-        ts: np.ndarray
-        states: np.ndarray
-        outcome: Outcome
-
-    def sol(first, result):
-        n = len(first)
-        outcome = Outcome(np.ones(n, int), np.zeros(n), np.array(result), np.array(first))
-        return Sol(np.arange(3.0), np.zeros((n, 3, 2)), outcome)
-
-    none = np.zeros(4, bool)
-    for masked, cause in [(none, 3), (np.array([0, 0, 1, 0], bool), 2)]:
-        acc = cli_run._Chunks(1)
-        acc.add(sol([-1] * 4, [0] * 4), none, 0)
-        assert (acc.first_failure, acc.result) == (-1, 0)
-        acc.add(sol([-1, 4, 2, 2], [0, 1, 3, 2]), masked, 10)
-        assert (acc.first_failure, acc.result) == (12, cause)
-        acc.add(sol([0, 0, 0, 0], [5] * 4), none, 20)  # later failures do not replace it
-        assert (acc.first_failure, acc.result) == (12, cause)
-
-
 def test_chunks_continue_the_solver_state(tmp_path, monkeypatch):
-    """MKRK-gauss4 carries its stage slopes from step to step (Newton's warm start): each of the
-    command's chunks starts from the last one's solver state (before, every chunk restarted
-    it), so the run is the chunks of one `simulate` call continued with `solver_state0`, bit
-    for bit (the same programs)."""
-    import jaxrigid as jr
-    from jaxrigid import simulation
-
-    monkeypatch.setattr(cli.chunks, "CHUNK_STEPS", 20)
-    monkeypatch.setattr(cli.chunks, "MAX_SAVES", 10)
+    """The command integrates its chunk plan by `runs.run_chunks`, each chunk continuing the
+    last one's state and solver state (MKRK-gauss4's stage slopes, Newton's warm start):
+    before, every chunk restarted the solver state. Its saved states, final state and Newton
+    counts are the library run's bit for bit (the same programs), and that run is one
+    `simulate` call continued (tests/test_runs.py)."""
+    monkeypatch.setattr(planning, "CHUNK_STEPS", 20)
+    monkeypatch.setattr(planning, "MAX_SAVES", 10)
     plan = cli.plan_chunks(60)
     assert len(plan) > 1
-    handed, returned = [], []
-
-    def recording(*args, **kwargs):
-        handed.append(kwargs.get("solver_state0"))
-        sol = jr.simulate(*args, **kwargs)
-        returned.append(sol.solver_state)
-        return sol
-
-    monkeypatch.setattr(simulation, "simulate", recording)
     case, integrator = "krysl-slow-top", integrators.get_method("MKRK-gauss4")
     model, state0 = CASES[case].build_for(integrator)(CASES[case].resolve())
     with jax.numpy_rank_promotion("allow"):  # the command's setting (test_chunked_ensemble)
         args = [case, "--method", "MKRK-gauss4", "--t-end", "0.6", "--dt", "0.01"]
         rc, report, _ = _run(args, tmp_path)
         assert rc == 0 and report["n_steps"] == 60
-        continued, ss, done = state0, None, 0
-        for steps, every in plan:
-            chunk = dict(t0=done * 0.01, save_every=every, solver_state0=ss)
-            sol = jr.simulate(integrator, model, continued, 0.01, steps, **chunk)
-            continued, ss, done = sol.final_state, sol.solver_state, done + steps
-    assert len(handed) == len(plan) and handed[0] is None
-    assert all(r is not None for r in returned)  # a method that has a solver state
-    for given, previous in zip(handed[1:], returned[:-1]):
-        np.testing.assert_array_equal(np.asarray(given), np.asarray(previous))
-    np.testing.assert_array_equal(report["final_state"]["Pi"], np.asarray(continued.Pi))
-
-
-def test_a_restarted_member_gets_a_fresh_solver_state():
-    """A member restarted between chunks (non-finite) starts again from its method's initial
-    solver state for the restart state; the others keep theirs."""
-    import jaxrigid as jr
-
-    case, integrator = CASES["krysl-slow-top"], integrators.get_method("MKRK-gauss4")
-    model, state0 = case.build_for(integrator)(case.resolve())
-    states = case.perturb(state0, np.random.default_rng(0), 0.05, 3)
-    sol = jr.simulate(integrator, model, states, 0.01, 10, save_every=10)
-    spec = cli_run.RunSpec(case, "MKRK-gauss4", integrator, {}, 0.01, 0.1, 10, 3, 0, None)
-    masked = np.array([False, True, False])
-    fresh = cli.chunks.fresh_solver_state(spec, model, states, 10)
-    mixed = cli.chunks.where_members(masked, fresh, sol.solver_state)
-    one = jax.tree_util.tree_map(lambda x: x[1], states)
-    expected = integrator.init(model, one, np.float64(0.1), np.float64(0.01))
-    np.testing.assert_array_equal(np.asarray(mixed)[1], np.asarray(expected))
-    for k in (0, 2):
-        np.testing.assert_array_equal(np.asarray(mixed)[k], np.asarray(sol.solver_state)[k])
-    assert not np.array_equal(np.asarray(sol.solver_state)[1], np.asarray(expected))
+        run = runs.run_chunks(integrator, model, state0, 0.01, plan)
+    np.testing.assert_array_equal(report["final_state"]["Pi"], run.final_state.Pi)
+    assert report["newton"]["max_iterations"] == np.max(run.outcome.max_iterations)
+    with np.load(tmp_path / f"{case}.npz") as z:
+        np.testing.assert_array_equal(z["t"], run.ts)
+        np.testing.assert_array_equal(z["Pi"], run.states.Pi)

@@ -1,4 +1,5 @@
-"""Resolve the command's input: case and method names, `--set` overrides, positive numbers.
+"""Resolve the command's input: case and method names, `--set` overrides (the step and end
+time: `jaxrigid.runs.step_plan`).
 
 Bad input raises `UsageError` with a message that says what would be valid.
 """
@@ -103,13 +104,6 @@ def parse_sets(items: list[str], case) -> dict[str, float]:
             raise UsageError(f"--set {key}={value!r}: the value must be a finite number")
         overrides[key] = number
     return overrides
-
-
-def positive(value: float | None, default: float, flag: str) -> float:
-    value = default if value is None else value
-    if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{flag} must be a positive finite number, got {value}")
-    return float(value)
 
 
 _find_case = find_case  # the name `_main` imports (`_main.py` is not this change's file)

@@ -23,6 +23,7 @@ from .._checks import is_integer, real_number
 from ..integrators.quaternion_rkmk import RKMK4
 from ..models.rolling_ball import two_circles_ball
 from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
+from ..runs.planning import whole_steps
 from .costs import (
     CirclePath,
     DiscObstacles,
@@ -177,10 +178,12 @@ def _effort(mode: str) -> str:
 
 
 def _steps(t_end: float, dt: float) -> int:
-    n_steps = round(t_end / dt)
-    if n_steps < 1 or abs(n_steps * dt - t_end) > 1e-9 * t_end:
-        raise ValueError(f"dt must divide T = {t_end}, got {dt}")
-    return n_steps
+    """The steps of `dt` that make `t_end`: a whole number up to decimal round-off (the
+    command's and sweeps' rule, `runs.whole_steps`), else `ValueError`."""
+    try:
+        return whole_steps(t_end, dt)
+    except ValueError:
+        raise ValueError(f"dt must divide T = {t_end}, got {dt}") from None
 
 
 def _tracking_problem(

@@ -84,9 +84,8 @@ def plan(sweep: Sweep) -> Plan:
     """Resolve and check a sweep's case, parameters, method and step (`ValueError` naming the
     offending entry); no member is built."""
     from ..cases import get_case
-    from ..cli.errors import UsageError
-    from ..cli.run import step_plan
     from ..integrators import get_method
+    from ..runs import step_plan
 
     try:
         case = get_case(sweep.case)
@@ -135,9 +134,8 @@ def plan(sweep: Sweep) -> Plan:
     else:
         try:
             dt, t_end, n_steps = step_plan(case, sweep.t_end, sweep.dt)
-        except UsageError as err:
-            msg = f"sweep spec: {err}".replace("--t-end", "t_end").replace("--dt", "dt")
-            raise ValueError(msg) from None
+        except ValueError as err:
+            raise ValueError(f"sweep spec: {err}") from None
     _check_keep(sweep.keep, case, integrator, fixed, n_steps)
     if sweep.dtype == "float64" and not jax.config.jax_enable_x64:
         raise ValueError(
