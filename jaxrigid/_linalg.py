@@ -8,7 +8,9 @@ call per ensemble member, DESIGN.md "Speed is part of the contract") to a few do
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -86,6 +88,39 @@ def cross3(a, b):
 def cross(a, b):
     """`a × b` of `(..., 3)` vectors."""
     return jnp.stack(cross3(components(a), components(b)), axis=-1)
+
+
+class Vec3(NamedTuple):
+    """A 3-vector as its three components (arrays of any common shape), with the arithmetic
+    written on them: `+`, scalar `*`, `cross`, `dot`; `of` and `stack` convert from and to
+    `(..., 3)`. `RollingBall.omega_dot` uses it, so that (B.8) reads as written and compiles
+    to scalar arithmetic."""
+
+    x: jax.Array
+    y: jax.Array
+    z: jax.Array
+    __array_ufunc__ = None  # a numpy scalar times a `Vec3` is `__rmul__`, not an array
+
+    @classmethod
+    def of(cls, v):
+        return cls(v[..., 0], v[..., 1], v[..., 2])
+
+    def stack(self):
+        return jnp.stack(self, axis=-1)
+
+    def __add__(self, other):
+        return Vec3(self.x + other.x, self.y + other.y, self.z + other.z)
+
+    def __rmul__(self, k):
+        return Vec3(k * self.x, k * self.y, k * self.z)
+
+    def cross(self, b):
+        return Vec3(
+            self.y * b.z - self.z * b.y, self.z * b.x - self.x * b.z, self.x * b.y - self.y * b.x
+        )
+
+    def dot(self, b):
+        return self.x * b.x + self.y * b.y + self.z * b.z
 
 
 def matvec(A, v):

@@ -25,6 +25,7 @@ from ._jet import as_float, jet2
 __all__ = [
     "AbstractControl",
     "ConstantControl",
+    "LinearControl",
     "PiecewiseCubicControl",
     "SinusoidControl",
     "ZeroControl",
@@ -143,6 +144,25 @@ class ConstantControl(AbstractControl):
 
     def theta_bounds(self):
         return self.values, self.values
+
+
+class LinearControl(AbstractControl):
+    """`θᵢ(t) = startᵢ + rateᵢ t`: masses running round their rails at a steady rate.
+    **Fields:** `start`, `rate`, each `(n,)`."""
+
+    start: jax.Array
+    rate: jax.Array
+
+    def __call__(self, t):
+        return self.start + self.rate * t
+
+    @property
+    def size(self) -> int:
+        return jnp.shape(self.start)[-1]
+
+    def checks(self):
+        ok = _all_finite(self.start) & _all_finite(self.rate)
+        return [Check(~ok, "LinearControl parameters contain NaN or inf")]
 
 
 class ZeroControl(AbstractControl):

@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 _MODELS: dict[int, tuple[Any, tuple]] = {}  # id(case) -> (case, models): cases are unhashable
@@ -167,3 +169,28 @@ class Case:
                 raise ValueError(f"case {self.name} has no parameter {key!r}; valid: {valid}")
             params[key] = float(value)
         return params
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelPerturbedCase(Case):
+    """A case whose ensemble perturbation needs the model (Suslov's `ξ`):
+    `perturb_with_model(model, state0, rng, spread, n)`, which `jaxrigid run` prefers to
+    `perturb` when given."""
+
+    perturb_with_model: Callable | None = None
+
+
+# --- ensembles: what a case's `perturb` is made of ----------------------------------------------
+
+
+def ensemble_noise(rng: np.random.Generator, n: int, k: int) -> jax.Array:
+    """`(n, k)` draws of `N(0, 1)`, row 0 zero: member 0 of an ensemble is the case itself."""
+    noise = rng.standard_normal((n, k))
+    noise[0] = 0.0
+    return jnp.asarray(noise)
+
+
+def ensemble_members(state, n: int, **replaced):
+    """`n` copies of `state` (leaves broadcast to a leading axis), with `replaced` fields."""
+    copies = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x)), state)
+    return copies._replace(**replaced)

@@ -20,28 +20,20 @@ contact point is `rΓ × Γ̃`, which moved to the left side is the printed `+r�
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from .. import _checks, _linalg
-from .._checks import is_concrete
-from ..controls import AbstractControl, SinusoidControl, ZeroControl
-from ..lie import quaternion
-from ..rails import AbstractRail, CircleRail, map_over_sweep, rail_checks
-from .base import AbstractModel, Check, finite, spd3_checks
+from ... import _checks, _linalg
+from ..._checks import is_concrete
+from ..._linalg import Vec3
+from ...controls import AbstractControl, ZeroControl
+from ...lie import quaternion
+from ..base import AbstractModel, Check
+from . import checks
 
-__all__ = [
-    "RollingBall",
-    "RollingBallState",
-    "TWO_CIRCLES_T_END",
-    "check_rolling_ball_state",
-    "rolling_ball_state",
-    "two_circles_ball",
-    "vertical",
-]
+__all__ = ["RollingBall", "RollingBallState", "rolling_ball_state", "vertical"]
 
 
 class RollingBallState(NamedTuple):
@@ -62,38 +54,6 @@ def vertical(q):
     return jnp.stack(
         [2 * (a * c - w * b), 2 * (b * c + w * a), w * w - a * a - b * b + c * c], axis=-1
     )
-
-
-class _Vec3(NamedTuple):
-    """A body vector as its three components (arrays of any common shape): the arithmetic of
-    `RollingBall.omega_dot`, so that `(B.8)` reads as written and compiles to scalar
-    arithmetic. `+`, scalar `*`, `cross`, `dot`; `of` and `stack` convert from and to `(3,)`."""
-
-    x: jax.Array
-    y: jax.Array
-    z: jax.Array
-    __array_ufunc__ = None  # a numpy scalar times a `_Vec3` is `__rmul__`, not an array
-
-    @classmethod
-    def of(cls, v):
-        return cls(v[..., 0], v[..., 1], v[..., 2])
-
-    def stack(self):
-        return jnp.stack(self, axis=-1)
-
-    def __add__(self, other):
-        return _Vec3(self.x + other.x, self.y + other.y, self.z + other.z)
-
-    def __rmul__(self, k):
-        return _Vec3(k * self.x, k * self.y, k * self.z)
-
-    def cross(self, b):
-        return _Vec3(
-            self.y * b.z - self.z * b.y, self.z * b.x - self.x * b.z, self.x * b.y - self.y * b.x
-        )
-
-    def dot(self, b):
-        return self.x * b.x + self.y * b.y + self.z * b.z
 
 
 def _rows(v, k):
@@ -153,7 +113,7 @@ class RollingBall(AbstractModel):
         )
 
     def __check_init__(self):
-        check_model_shapes(self)
+        checks.check_model_shapes(self)
         if is_concrete(self):  # bad values at once, not only at `simulate`
             _checks.raise_at_once(_checks.model_parameter_checks, self)
 
@@ -212,20 +172,20 @@ class RollingBall(AbstractModel):
 
         `A` SPD (`𝕀` SPD, `mᵢ ≥ 0`), solved by cofactors (`_linalg.solve`).
 
-        Written on the vectors' components (`_Vec3`) and `A`'s entries, mass by mass, not
+        Written on the vectors' components (`_linalg.Vec3`) and `A`'s entries, mass by mass, not
         on `(n+1, 3)` arrays with `einsum`, `jnp.cross` and reductions: under an ensemble
         `vmap`, XLA:CPU makes each of those small ops a pass over the ensemble in a
         component-minor layout, while scalar arithmetic on each component fuses into
         elementwise loops over the members (bench/README.md, rolling-ball throughput)."""
-        Om = _Vec3.of(state.Omega)
-        Gamma = _Vec3.of(vertical(state.q))
-        Gamma_tilde = _Vec3.of(_linalg.matvec(self.attitude(state).T, self.external_force))
+        Om = Vec3.of(state.Omega)
+        Gamma = Vec3.of(vertical(state.q))
+        Gamma_tilde = Vec3.of(_linalg.matvec(self.attitude(state).T, self.external_force))
         r, g = self.radius, self.gravity
-        torque = Om.cross(_Vec3.of(_linalg.matvec(self.inertia, state.Omega)))
+        torque = Om.cross(Vec3.of(_linalg.matvec(self.inertia, state.Omega)))
         torque = torque + r * Gamma_tilde.cross(Gamma)
         trace, second = 0.0, [[0.0] * 3 for _ in range(3)]  # Σ mᵢ|sᵢ|², Σ mᵢ sᵢsᵢᵀ
         for m, jets in zip(self._mass_list(), self.mass_jets(t)):
-            chi, chid, chidd = map(_Vec3.of, jets)
+            chi, chid, chidd = map(Vec3.of, jets)
             s = r * Gamma + chi
             w = g * Gamma + Om.cross(Om.cross(chi) + 2.0 * chid) + chidd
             torque = torque + m * s.cross(w)
@@ -362,86 +322,19 @@ class RollingBall(AbstractModel):
         return RollingBallState(q=1, Omega=1, x=1)
 
     def check_state_shapes(self, state) -> None:
-        check_model_shapes(self)
-        q, Omega, x = state
-        shapes = (jnp.shape(q), jnp.shape(Omega), jnp.shape(x))
-        if (
-            shapes[0][-1:] != (4,)
-            or shapes[1][-1:] != (3,)
-            or shapes[2][-1:] != (3,)
-            or len({s[:-1] for s in shapes}) != 1
-        ):
-            raise ValueError(
-                "rolling-ball state needs q (..., 4), Omega (..., 3), x (..., 3) with the same "
-                f"leading axes, got {shapes[0]}, {shapes[1]}, {shapes[2]}"
-            )
+        checks.check_state_shapes(self, state)
 
     def parameter_checks(self) -> list[Check]:
         """`radius > 0`, `m₀ > 0`, `mᵢ ≥ 0`, `𝕀` SPD (and a rigid body's), `|χ₀| < r`, every
         rail inside the ball (`max_radius(rail) < r`), the control's reach inside a segment's
-        ends (`rails.rail_checks`), finite `g`, `F`, the control's own checks."""
-        r = self.radius
-        checks = [
-            Check(~(jnp.isfinite(r) & (r > 0)), "RollingBall: radius must be positive", r),
-            Check(
-                ~(jnp.isfinite(self.mass) & (self.mass > 0)),
-                "RollingBall: shell mass m0 must be positive",
-                self.mass,
-            ),
-            *(
-                Check(c.bad, "RollingBall: " + c.message, c.value)
-                for c in spd3_checks(self.inertia)
-            ),
-            Check(~finite(self.chi0, 1), "RollingBall: chi0 contains NaN or inf"),
-            Check(
-                ~(jnp.linalg.norm(self.chi0, axis=-1) < r),
-                "RollingBall: the shell's centre of mass chi0 must lie inside the ball "
-                "(|chi0| < r)",
-                jnp.linalg.norm(self.chi0, axis=-1),
-            ),
-            Check(~jnp.isfinite(self.gravity), "RollingBall: gravity contains NaN or inf"),
-            Check(
-                ~finite(self.external_force, 1), "RollingBall: external_force contains NaN or inf"
-            ),
-        ]
-        if self.n_masses:
-            m = self.masses
-            checks.append(
-                Check(
-                    ~jnp.all(jnp.isfinite(m) & (m >= 0), axis=-1),
-                    "RollingBall: point masses must be non-negative and finite",
-                    jnp.min(m, axis=-1),
-                )
-            )
-        checks += [  # inside the ball; a segment's θ(t) inside its ends (rails.rail_checks)
-            Check(c.bad, "RollingBall: " + c.message, c.value)
-            for c in rail_checks(self.rails, self.control, r)
-        ]
-        checks += [
-            Check(c.bad, "RollingBall control: " + c.message, c.value)
-            for c in self.control.checks()
-        ]
-        return checks
+        ends (`rails.rail_checks`), finite `g`, `F`, the control's own checks
+        (`checks.parameter_checks`)."""
+        return checks.parameter_checks(self)
 
     def state_checks(self, state, t=None) -> list[Check]:
         """`q`, `Ω`, `x` finite; `||q| − 1| ≤ √eps`; the rolling constraint's height
-        `|x₃ − r| ≤ √eps r`."""
-        q, Omega, x = state
-        tol = float(jnp.finfo(q.dtype).eps) ** 0.5
-        q_err = jnp.abs(jnp.linalg.norm(q, axis=-1) - 1.0)
-        h_err = jnp.abs(x[..., 2] - self.radius)
-        return [
-            Check(~finite(q, 1), "q0 contains NaN or inf"),
-            Check(~finite(Omega, 1), "Omega0 contains NaN or inf"),
-            Check(~finite(x, 1), "x0 contains NaN or inf"),
-            Check(q_err > tol, f"q0 is not a unit quaternion: ||q| − 1| > {tol:.2g}", q_err),
-            Check(
-                h_err > tol * self.radius,
-                f"x0 is off the rolling constraint: the geometric centre must be at height "
-                f"x3 = radius (|x3 − r| > {tol:.2g} r)",
-                h_err,
-            ),
-        ]
+        `|x₃ − r| ≤ √eps r` (`checks.state_checks`)."""
+        return checks.state_checks(self, state)
 
 
 def _e3(dtype):
@@ -458,47 +351,6 @@ def _friction_needed(F):
     return jnp.where(up, ft / jnp.where(up, N, 1.0), jnp.inf)
 
 
-def check_model_shapes(model: RollingBall) -> None:
-    """`ValueError` (`TypeError` for wrong kinds) unless the model's fields have consistent
-    shapes: `inertia (..., 3, 3)`, `chi0`, `external_force (..., 3)`, and one `n` for
-    `masses (..., n)`, `rails` and the control's output."""
-    shapes = {
-        "inertia": (jnp.shape(model.inertia), 2, (3, 3)),
-        "chi0": (jnp.shape(model.chi0), 1, (3,)),
-        "external_force": (jnp.shape(model.external_force), 1, (3,)),
-    }
-    for name, (shape, k, want) in shapes.items():
-        if shape[len(shape) - k :] != want:
-            raise ValueError(f"RollingBall: {name} must have shape (..., {want}), got {shape}")
-    for i, rail in enumerate(model.rails):
-        if not isinstance(rail, AbstractRail):
-            raise TypeError(f"RollingBall: rails[{i}] must be an AbstractRail, got {type(rail)}")
-        out = jax.eval_shape(lambda r: map_over_sweep(lambda one: one(0.0), r), rail)
-        if out.shape[-1:] != (3,):
-            raise ValueError(
-                f"RollingBall: rails[{i}] must map θ to a (3,) body vector, got shape {out.shape}"
-            )
-    if not isinstance(model.control, AbstractControl):
-        raise TypeError(
-            f"RollingBall: control must be an AbstractControl, got {type(model.control)}"
-        )
-    n_masses = jnp.shape(model.masses)[-1] if jnp.ndim(model.masses) else None
-    n_rails, n_control = len(model.rails), model.control.size
-    if n_masses != n_rails or n_control != n_rails:
-        raise ValueError(
-            f"RollingBall: masses (..., n), rails and control must agree on the number of "
-            f"masses n, got masses shape {jnp.shape(model.masses)} (n = {n_masses}), "
-            f"{n_rails} rails and a control of size {n_control}"
-        )
-
-
-def check_rolling_ball_state(model: RollingBall, state: RollingBallState) -> None:
-    """`ValueError` unless `state` has the model's shapes and passes `state_checks` (unit
-    `q`, `x₃ = r`, finite), naming the first failing ensemble member (concrete states)."""
-    model.check_state_shapes(state)
-    _checks.raise_at_once(_checks.model_state_checks, model, state)
-
-
 def rolling_ball_state(model: RollingBall, q=None, Omega=None, contact=(0.0, 0.0)):
     """A state on the constraint: attitude `q` (default identity), `Omega` (default rest),
     the contact point `(x₁, x₂)` on the plane; `x₃ = r`. Arrays in the inertia's dtype."""
@@ -508,57 +360,3 @@ def rolling_ball_state(model: RollingBall, q=None, Omega=None, contact=(0.0, 0.0
     c = jnp.asarray(contact, dtype)
     x = jnp.stack([c[0], c[1], jnp.asarray(model.radius, dtype)])
     return RollingBallState(q, Omega, x)
-
-
-TWO_CIRCLES_T_END = 10.0
-"""The horizon of the issue's `rolling-ball-two-circles` contract case."""
-
-
-def two_circles_ball(
-    radius=1.0,
-    mass=1.0,
-    inertia=(0.4, 0.45, 0.5),
-    chi0=(0.0, 0.0, -0.1),
-    masses=(0.25, 0.25),
-    rail_radius=0.5,
-    offset=-math.pi / 2,
-    amplitude=0.8,
-    frequency=1.5,
-    phases=(0.0, math.pi / 2),
-    gravity=9.81,
-):
-    """The issue's `rolling-ball-two-circles` contract case: `(model, state0)`.
-
-    Defaults (a contract: scripts rely on them): `r = 1`; `m₀ = 1`, `𝕀 = diag(0.4, 0.45,
-    0.5)` about the shell's centre of mass, `χ₀ = (0, 0, −0.1)`; `g = 9.81`, no external
-    force; `m₁ = m₂ = 0.25` on circles of radius 0.5 about the GC, `ζ₁(θ) = 0.5(cos θ, 0,
-    sin θ)` (body x–z plane), `ζ₂(θ) = 0.5(0, cos θ, sin θ)` (body y–z plane);
-    `θᵢ(t) = −π/2 + 0.8 sin(1.5t + φᵢ)`, `φ = (0, π/2)`; at rest, `Λ = 1`, contact point at
-    the origin (`x = (0, 0, r)`); `t_end = TWO_CIRCLES_T_END = 10`. `inertia` is the
-    diagonal (three numbers) or a full `(3, 3)` matrix.
-    """
-    f = lambda v: jnp.asarray(v, dtype=float)
-    inertia = f(inertia)
-    inertia = jnp.diag(inertia) if inertia.ndim == 1 else inertia
-    zero = f([0.0, 0.0, 0.0])
-    rails = (
-        CircleRail(zero, f(rail_radius), f([1.0, 0.0, 0.0]), f([0.0, 0.0, 1.0])),
-        CircleRail(zero, f(rail_radius), f([0.0, 1.0, 0.0]), f([0.0, 0.0, 1.0])),
-    )
-    control = SinusoidControl(
-        offset=f([offset, offset]),
-        amplitude=f([amplitude, amplitude]),
-        frequency=f([frequency, frequency]),
-        phase=f(phases),
-    )
-    model = RollingBall(
-        radius=f(radius),
-        mass=f(mass),
-        inertia=inertia,
-        chi0=f(chi0),
-        masses=f(masses),
-        rails=rails,
-        control=control,
-        gravity=f(gravity),
-    )
-    return model, rolling_ball_state(model)

@@ -1,0 +1,158 @@
+"""What the cases of the rolling-ball family share: the family's method, step and horizon;
+the parameters of the ball's shell, of the initial `Ω` and of a mass swung on a circle; the
+`RollingBall` built from them; the contact observables along a saved path."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...controls import SinusoidControl
+from ...models.rolling_ball import RollingBall
+from ...rails import CircleRail
+from ..base import Parameter
+
+REFERENCE = "Putkaradze & Rogers, Meccanica 53 (2018)"
+NOTE = "the model note shared/models/rolling-ball.md"
+FAMILY = "rolling_ball"
+METHOD = "RKMK4"
+DT = 0.01
+
+
+def family_fields(t_end: float = 10.0) -> dict[str, Any]:
+    """The `Case` fields of every case of the family: family, method, step and horizon."""
+    return dict(family=FAMILY, default_method=METHOD, default_dt=DT, default_t_end=t_end)
+
+
+# --- parameters ------------------------------------------------------------------------------
+
+
+def floats(x):
+    """`x` as an array of the default float (float64 under x64)."""
+    return jnp.asarray(x, dtype=float)
+
+
+def shell_parameters() -> dict[str, Parameter]:
+    """The ball's shell (the two-circles defaults): radius, mass, inertia, χ₀, g."""
+    return {
+        "radius": Parameter(1.0, "ball radius r"),
+        "m0": Parameter(1.0, "shell mass m0"),
+        "I11": Parameter(0.4, "shell inertia about its centre of mass, entry 11"),
+        "I22": Parameter(0.45, "shell inertia, entry 22"),
+        "I33": Parameter(0.5, "shell inertia, entry 33"),
+        "I12": Parameter(0.0, "shell inertia, entry 12 (= 21)"),
+        "I13": Parameter(0.0, "shell inertia, entry 13 (= 31)"),
+        "I23": Parameter(0.0, "shell inertia, entry 23 (= 32)"),
+        "chi01": Parameter(0.0, "shell's centre of mass from the centre, body e1"),
+        "chi02": Parameter(0.0, "shell's centre of mass from the centre, body e2"),
+        "chi03": Parameter(-0.1, "shell's centre of mass from the centre, body e3"),
+        "gravity": Parameter(9.81, "gravitational acceleration g (along −e3)"),
+    }
+
+
+def omega_parameters(omega=(0.0, 0.0, 0.0)) -> dict[str, Parameter]:
+    """`Omega1`, `Omega2`, `Omega3`: the initial body angular velocity, default `omega`."""
+    return {
+        f"Omega{i + 1}": Parameter(omega[i], f"initial body angular velocity, component {i + 1}")
+        for i in range(3)
+    }
+
+
+def swing_parameters() -> dict[str, Parameter]:
+    """A mass swung on its circle, `θ(t) = offset + amplitude sin(frequency t + phase)`
+    (`swing_ball`): hanging at the bottom, swinging ±57° at 2 rad/s."""
+    return {
+        "offset": Parameter(-math.pi / 2, "θ(t) = offset + amplitude sin(frequency t + phase)"),
+        "amplitude": Parameter(1.0, "swing amplitude [rad]"),
+        "frequency": Parameter(2.0, "swing angular frequency [rad/s]"),
+        "phase": Parameter(0.0, "swing phase [rad]"),
+    }
+
+
+def inertia_matrix(p):
+    """The symmetric `(3, 3)` inertia of the entries `I11`, `I22`, `I33`, `I12`, `I13`, `I23`."""
+    return floats(
+        [
+            [p["I11"], p["I12"], p["I13"]],
+            [p["I12"], p["I22"], p["I23"]],
+            [p["I13"], p["I23"], p["I33"]],
+        ]
+    )
+
+
+def vector(p, prefix):
+    """The `(3,)` vector of the parameters `prefix1`, `prefix2`, `prefix3`."""
+    return floats([p[prefix + "1"], p[prefix + "2"], p[prefix + "3"]])
+
+
+# --- the ball --------------------------------------------------------------------------------
+
+
+def ball(p, masses, rails, control) -> RollingBall:
+    """The `RollingBall` of the shell parameters in `p` with `masses` on `rails`, moved by
+    `control`."""
+    return RollingBall(
+        radius=floats(p["radius"]),
+        mass=floats(p["m0"]),
+        inertia=inertia_matrix(p),
+        chi0=vector(p, "chi0"),
+        masses=floats(masses),
+        rails=tuple(rails),
+        control=control,
+        gravity=floats(p["gravity"]),
+    )
+
+
+def swing_ball(p, plane) -> RollingBall:
+    """The ball of `p` with one mass `m1` on a circle of radius `rail_radius` about the centre,
+    in the vertical body plane through the body vector `plane` and e3,
+    `ζ(θ) = rail_radius (cos θ plane + sin θ e3)`, swung as `swing_parameters` says."""
+    rail = CircleRail(floats([0.0, 0.0, 0.0]), floats(p["rail_radius"]), plane, floats([0, 0, 1.0]))
+    control = SinusoidControl(
+        offset=floats([p["offset"]]),
+        amplitude=floats([p["amplitude"]]),
+        frequency=floats([p["frequency"]]),
+        phase=floats([p["phase"]]),
+    )
+    return ball(p, [p["m1"]], [rail], control)
+
+
+# --- observables -----------------------------------------------------------------------------
+
+
+def along(fn, model, ts, states):
+    """`fn(t, state)` (a pytree of arrays, one member) at every saved state: leaves
+    `(*ensemble, n_save, ...)`."""
+    ndims = model.state_event_ndims()
+    first, nd0 = jax.tree_util.tree_leaves(states)[0], jax.tree_util.tree_leaves(ndims)[0]
+    batch = np.shape(first)[: np.ndim(first) - nd0]  # (*ensemble, n_save)
+    flat = jax.tree_util.tree_map(
+        lambda x, e: jnp.reshape(jnp.asarray(x), (-1,) + np.shape(x)[np.ndim(x) - e :]),
+        states,
+        ndims,
+    )
+    t = jnp.reshape(jnp.broadcast_to(jnp.asarray(ts), batch), (-1,))
+    out = jax.jit(jax.vmap(fn))(t, flat)
+    return jax.tree_util.tree_map(lambda y: np.asarray(y).reshape(batch + y.shape[1:]), out)
+
+
+def contact_summary(N, mu):
+    """`min_normal_force`, `max_friction_needed` over the saved times (last axis)."""
+    return {"min_normal_force": N.min(axis=-1), "max_friction_needed": mu.max(axis=-1)}
+
+
+def ball_observables(model: RollingBall, ts, states, params):
+    """The contact observables of `RollingBall.contact_observables` over the saved path."""
+    obs = along(
+        lambda t, s: {
+            k: model.contact_observables(t, s)[k] for k in ("normal_force", "friction_needed")
+        },
+        model,
+        ts,
+        states,
+    )
+    return contact_summary(obs["normal_force"], obs["friction_needed"])

@@ -1,0 +1,24 @@
+"""The rolling ball actuated by internal point masses on prescribed rail motions (Putkaradze &
+Rogers 2018, (B.8); the model note `shared/models/rolling-ball.md`): the model and its state
+(`model`), its shape and value checks (`checks`), and the two-circles contract ball
+(`two_circles`). The ball's rails are `jaxrigid.rails`, its controls `jaxrigid.controls`; the
+unreduced ball (dynamic masses) is `jaxrigid.models.rolling_ball_unreduced`."""
+
+from .checks import check_model_shapes as check_model_shapes
+from .checks import check_rolling_ball_state as check_rolling_ball_state
+from .model import RollingBall as RollingBall
+from .model import RollingBallState as RollingBallState
+from .model import rolling_ball_state as rolling_ball_state
+from .model import vertical as vertical
+from .two_circles import TWO_CIRCLES_T_END as TWO_CIRCLES_T_END
+from .two_circles import two_circles_ball as two_circles_ball
+
+__all__ = [
+    "RollingBall",
+    "RollingBallState",
+    "TWO_CIRCLES_T_END",
+    "check_rolling_ball_state",
+    "rolling_ball_state",
+    "two_circles_ball",
+    "vertical",
+]
