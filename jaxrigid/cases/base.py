@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .._suggest import did_you_mean
+
 _MODELS: dict[int, tuple[Any, tuple]] = {}  # id(case) -> (case, models): cases are unhashable
 
 
@@ -164,6 +166,9 @@ class Case:
         for key, value in (overrides or {}).items():
             if key not in params:
                 valid = ", ".join(self.parameters)
-                raise ValueError(f"case {self.name} has no parameter {key!r}; valid: {valid}")
+                raise ValueError(
+                    f"case {self.name} has no parameter {key!r}; valid: {valid}"
+                    + did_you_mean(key, self.parameters)
+                )
             params[key] = float(value)
         return params
