@@ -1,10 +1,15 @@
-"""'Did you mean …' for misspelt names (issue 34).
+"""'Did you mean …' for misspelt names (issue 34), the version and the package's typing marker.
 Fast: the names are resolved before any model is integrated or any program is compiled."""
 
 from __future__ import annotations
 
+import importlib.resources
+import tomllib
+from pathlib import Path
+
 import pytest
 
+import jaxrigid
 from jaxrigid import cli
 from jaxrigid._suggest import close_names, did_you_mean
 from jaxrigid.cases import CASES, get_case
@@ -14,6 +19,7 @@ from jaxrigid.observers import Reductions
 from jaxrigid.sweep.spec import Sweep
 
 TF = "krysl-torque-free"
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def _error(args, capsys, tmp_path) -> str:
@@ -95,3 +101,20 @@ def test_the_library_suggests_the_nearest_name():
     with pytest.raises(ValueError) as err:
         get_case("zzzz")
     assert "did you mean" not in str(err.value)
+
+
+def test_version_is_one_string(capsys):
+    """`jaxrigid --version` prints `jaxrigid.__version__`, which the package's metadata is
+    built from (pyproject's dynamic version)."""
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"jaxrigid {jaxrigid.__version__}"
+    project = tomllib.loads(PYPROJECT.read_text())
+    assert "version" in project["project"]["dynamic"]
+    assert "version" not in project["project"]
+    setuptools = project["tool"]["setuptools"]
+    assert setuptools["dynamic"]["version"] == {"attr": "jaxrigid.__version__"}
+    assert "py.typed" in setuptools["package-data"]["jaxrigid"]
+
+
+def test_the_package_is_marked_typed():
+    assert importlib.resources.files("jaxrigid").joinpath("py.typed").is_file()
