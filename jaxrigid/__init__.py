@@ -56,4 +56,4 @@ from .simulation import Solution as Solution
 from .simulation import StepFailedError as StepFailedError
 from .simulation import simulate as simulate
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place it is written: pyproject reads it at build time

@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._suggest import did_you_mean
 from .models.hamiltonian import CanonicalState
 
 
@@ -71,6 +72,7 @@ def observable(model, t, state, name: str):
         raise ValueError(
             f"unknown observable {name!r}: give an invariant ({', '.join(invariants)}) or a "
             f"state field with its index ({', '.join(fields)}; e.g. {next(iter(fields), 'x')}[0])"
+            + did_you_mean(match[1] if match else name, [*invariants, *fields])
         )
     value = jnp.asarray(fields[match[1]])
     index = () if match[2] is None else tuple(int(i) for i in match[2].split(","))
@@ -95,7 +97,10 @@ class Reductions(AbstractObserver):
     def __check_init__(self):
         unknown = sorted(set(self.reductions) - set(REDUCTIONS))
         if unknown:
-            raise ValueError(f"unknown reduction(s) {unknown}; known: {list(REDUCTIONS)}")
+            raise ValueError(
+                f"unknown reduction(s) {unknown}; known: {list(REDUCTIONS)}"
+                + "".join(did_you_mean(u, REDUCTIONS) for u in unknown)
+            )
         if not self.names:
             raise ValueError("Reductions needs at least one observable name")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._suggest import did_you_mean
 from . import chain, dmv, hamiltonian, krysl, nontwisting, rolling_ball, symmetric_top
 from .base import Case as Case
 from .base import Parameter as Parameter
@@ -25,4 +26,6 @@ def get_case(name: str) -> Case:
     for key, case in CASES.items():
         if key.lower() == name.lower():
             return case
-    raise ValueError(f"unknown case {name!r}; valid cases: {', '.join(CASES)}")
+    raise ValueError(
+        f"unknown case {name!r}; valid cases: {', '.join(CASES)}{did_you_mean(name, CASES)}"
+    )

@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._suggest import did_you_mean
+
 _MODELS: dict[int, tuple[Any, tuple]] = {}  # id(case) -> (case, models): cases are unhashable
 
 
@@ -166,7 +168,10 @@ class Case:
         for key, value in (overrides or {}).items():
             if key not in params:
                 valid = ", ".join(self.parameters)
-                raise ValueError(f"case {self.name} has no parameter {key!r}; valid: {valid}")
+                raise ValueError(
+                    f"case {self.name} has no parameter {key!r}; valid: {valid}"
+                    + did_you_mean(key, self.parameters)
+                )
             params[key] = float(value)
         return params
 

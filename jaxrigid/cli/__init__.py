@@ -7,7 +7,8 @@
 
 `run` writes `<case>.npz`, `<case>_invariants.csv` and `<case>.png` into DIR; with `--json` it
 prints exactly one JSON object on stdout (progress and warnings go to stderr). Bad input exits
-with status 2 and one line `jaxrigid: error: ...` on stderr that says what would be valid.
+with status 2 and one line `jaxrigid: error: ...` on stderr that says what would be valid
+(and, for a misspelt name, the nearest valid ones).
 The command computes in float64.
 
 Modules: `_main` (parsing, dispatch, `cases`, `methods`), `errors`, `lookups` (input

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from .._suggest import did_you_mean
 from .control import add_parser as add_control_parser
 from .control import cmd_control
 from .errors import RunError, UsageError
@@ -63,8 +64,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `jaxrigid` command. Returns the exit status."""
+    parser = _parser()
     try:
-        args = _parser().parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # what `parse_args` says, with the nearest option where one is close
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            parser.error(message + _option_hint(parser, args.command, argv, extras))
     except SystemExit as exit_:  # argparse's own errors (status 2), --help and --version
         return exit_.code if isinstance(exit_.code, int) else 2
 
@@ -90,6 +95,32 @@ def main(argv: list[str] | None = None) -> int:
         # Python's documented recipe: point stdout at devnull so the exit flush cannot fail.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _option_hint(parser, command: str, argv: list[str] | None, extras: list[str]) -> str:
+    """`did_you_mean` for the first unrecognized option among `extras`: against the options of
+    `command` when it was given after the command's name, else the top-level parser's."""
+    option = next((e for e in extras if e.startswith("-")), None)
+    if option is None:
+        return ""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    where = parser
+    if command in argv and option in argv and argv.index(option) > argv.index(command):
+        where = _subparsers(parser).get(command, parser)
+    return did_you_mean(option.partition("=")[0], _option_strings(where))
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers by name."""
+    for action in getattr(parser, "_actions", []):  # argparse keeps no public list of them
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option string `parser` takes (`--method`, `-h`, ...), in the order declared."""
+    return [s for action in getattr(parser, "_actions", []) for s in action.option_strings]
 
 
 def _cmd_run(args) -> int:

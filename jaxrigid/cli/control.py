@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._suggest import did_you_mean
 from ..progress import OptimiserProgress
 from .control_plot import plot_control
 from .errors import RunError, UsageError, warn
@@ -95,7 +96,10 @@ def _problem_name(name: str) -> str:
     for key in PROBLEMS:
         if key == name.lower():
             return key
-    raise UsageError(f"unknown control problem {name!r}; valid problems: {', '.join(PROBLEMS)}")
+    raise UsageError(
+        f"unknown control problem {name!r}; valid problems: {', '.join(PROBLEMS)}"
+        + did_you_mean(name, PROBLEMS)
+    )
 
 
 def _methods(model) -> dict[str, type]:
@@ -117,7 +121,7 @@ def _method(name: str | None, model):
             return key, cls()
     raise UsageError(
         f"unknown method {name!r} for the rolling ball ({type(model).__name__}); valid "
-        f"methods: {', '.join(methods)}"
+        f"methods: {', '.join(methods)}{did_you_mean(name, methods)}"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._suggest import did_you_mean
 from .errors import UsageError
 
 
@@ -18,7 +19,9 @@ def find_case(name: str):
     for key, case in CASES.items():
         if key.lower() == name.lower():
             return case
-    raise UsageError(f"unknown case {name!r}; valid cases: {', '.join(CASES)}")
+    raise UsageError(
+        f"unknown case {name!r}; valid cases: {', '.join(CASES)}{did_you_mean(name, CASES)}"
+    )
 
 
 def applicable_methods(case) -> dict[str, type]:
@@ -45,6 +48,7 @@ def find_method(name: str, case) -> tuple[str, Any]:
         if scheme.lower() not in schemes:
             raise UsageError(
                 f"unknown composition scheme {scheme!r}; valid: {', '.join(COMPOSITION_SCHEMES)}"
+                + did_you_mean(scheme, COMPOSITION_SCHEMES)
             )
         try:
             composed = compose(integrator, schemes[scheme.lower()])
@@ -69,7 +73,10 @@ def find_method(name: str, case) -> tuple[str, Any]:
                     f"method {key} is for {family} cases and does not apply to case "
                     f"{case.name} ({case.family}); valid methods for it: {valid}"
                 )
-    raise UsageError(f"unknown method {name!r} for case {case.name}; valid methods: {valid}")
+    raise UsageError(
+        f"unknown method {name!r} for case {case.name}; valid methods: {valid}"
+        + did_you_mean(name, applicable)
+    )
 
 
 def _why_not(key: str, integrator, case) -> str:
@@ -95,7 +102,10 @@ def parse_sets(items: list[str], case) -> dict[str, float]:
             )
         key = name if name in case.parameters else names.get(name.lower())
         if key is None:
-            raise UsageError(f"case {case.name} has no parameter {name!r}; valid: {valid}")
+            raise UsageError(
+                f"case {case.name} has no parameter {name!r}; valid: {valid}"
+                + did_you_mean(name, case.parameters)
+            )
         try:
             number = float(value)
         except ValueError:

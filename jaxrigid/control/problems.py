@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import is_integer, real_number
+from .._suggest import did_you_mean
 from ..integrators.quaternion_rkmk import RKMK4
 from ..models.rolling_ball import two_circles_ball
 from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
@@ -357,7 +358,10 @@ def default_settings(name: str, mode: str = "prescribed") -> AugmentedLagrangian
     the prescribed problem's)."""
     key = name.lower()
     if key not in _SETTINGS:
-        raise ValueError(f"unknown control problem {name!r}; known: {', '.join(PROBLEMS)}")
+        raise ValueError(
+            f"unknown control problem {name!r}; known: {', '.join(PROBLEMS)}"
+            + did_you_mean(name, PROBLEMS)
+        )
     if mode not in MODES:
         raise ValueError(f"mode must be 'prescribed' or 'dynamic', got {mode!r}")
     if mode == "dynamic" and key in _SETTINGS_DYNAMIC:
@@ -386,5 +390,8 @@ def get_problem(name: str, **options) -> ControlProblem:
     """Build the named problem; `ValueError` listing the names for an unknown one."""
     key = name.lower()
     if key not in PROBLEMS:
-        raise ValueError(f"unknown control problem {name!r}; known: {', '.join(PROBLEMS)}")
+        raise ValueError(
+            f"unknown control problem {name!r}; known: {', '.join(PROBLEMS)}"
+            + did_you_mean(name, PROBLEMS)
+        )
     return PROBLEMS[key](**options)

@@ -2,6 +2,7 @@
 
 import re
 
+from .._suggest import did_you_mean
 from ..models.chain_matrix import RigidBodyChain
 from ..models.chain_quaternion import QuaternionChain
 from ..models.constrained_rigid_body import ConstrainedRigidBody
@@ -174,4 +175,7 @@ def get_method(name: str, family: str = "rigid_body"):
     for key, factory in methods.items():
         if key.lower() == name.lower():
             return factory()
-    raise ValueError(f"unknown method {name!r} for {family} cases; valid: {', '.join(methods)}")
+    raise ValueError(
+        f"unknown method {name!r} for {family} cases; valid: {', '.join(methods)}"
+        + did_you_mean(name, methods)
+    )

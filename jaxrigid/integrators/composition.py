@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import results
+from .._suggest import did_you_mean
 from .base import AbstractIntegrator, StepInfo, merge_infos
 from .composition_schemes import SCHEMES, CompositionScheme, suzuki_fractions, triple_jump_fractions
 
@@ -234,7 +235,10 @@ def compose(integrator, scheme: str | CompositionScheme) -> AbstractComposition:
     """
     if isinstance(scheme, str):
         if scheme not in SCHEMES:
-            raise ValueError(f"unknown composition scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
+            raise ValueError(
+                f"unknown composition scheme {scheme!r}; valid: {', '.join(SCHEMES)}"
+                + did_you_mean(scheme, SCHEMES)
+            )
         scheme = SCHEMES[scheme]
     if not integrator.symmetric:
         raise ValueError(

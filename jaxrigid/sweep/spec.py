@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .._checks import is_integer, real_number
+from .._suggest import did_you_mean
 from .axes import AbstractAxis, axis_of
 
 __all__ = ["Keep", "Sweep", "load_spec"]
@@ -164,7 +165,8 @@ class Sweep:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(spec) - known)
         if unknown:
-            raise ValueError(f"sweep spec: unknown key(s) {unknown}; known: {sorted(known)}")
+            hint = "".join(did_you_mean(k, sorted(known)) for k in unknown)
+            raise ValueError(f"sweep spec: unknown key(s) {unknown}; known: {sorted(known)}{hint}")
         if "case" not in spec:
             raise ValueError("sweep spec: missing key 'case'")
         axes = spec.pop("axes", None)
@@ -173,9 +175,10 @@ class Sweep:
         keep = dict(spec.pop("keep", {}))
         keep_known = {f.name for f in dataclasses.fields(Keep)}
         if set(keep) - keep_known:
+            extra = sorted(set(keep) - keep_known)
+            hint = "".join(did_you_mean(k, sorted(keep_known)) for k in extra)
             raise ValueError(
-                f"sweep spec: unknown [keep] key(s) {sorted(set(keep) - keep_known)}; "
-                f"known: {sorted(keep_known)}"
+                f"sweep spec: unknown [keep] key(s) {extra}; known: {sorted(keep_known)}{hint}"
             )
         return cls(axes=tuple(axis_of(a) for a in axes), keep=Keep(**keep), **spec)
 
