@@ -123,15 +123,14 @@ def _gauss4(case: str):
 
 @pytest.mark.xla_defaults
 def test_a_chunked_run_is_one_simulate_call():
-    """Three chunks (two equal and a shorter tail, as `plan_chunks` makes them) continued by
-    `run_chunks` equal one `simulate` call of all their steps bit for bit: the saved and
+    """Three chunks continued by `run_chunks` equal one `simulate` call of all their steps bit for bit: the saved and
     final states, each step's Newton iteration count (3 or 4 here), the outcome, the
     observer's carry and the solver state (the saved times to round-off: see below). The
     boundaries matter: restarting the solver state at them changes the iteration counts.
     (The chunks' programs are shaped differently from the one call's, which the suite's fast
     build rounds differently: XLA's defaults, as users' programs.)"""
     integrator, model, state0 = _gauss4("krysl-fast-top")
-    dt, chunks = 0.05, [(22, 1), (22, 1), (16, 1)]
+    dt, chunks = 0.05, [(20, 1)] * 3  # one chunk program (a shorter tail: one more)
     n = sum(steps for steps, _ in chunks)
     ss0 = integrator.init(model, state0, 0.0, dt)
     assert jax.tree_util.tree_leaves(ss0) and np.any(np.asarray(ss0) != 0)  # it has one
@@ -151,11 +150,11 @@ def test_a_chunked_run_is_one_simulate_call():
     assert not run.restarted.any() and run.first_failure() == (-1, 0)
 
     # the second chunk from the method's own initial solver state (the first chunk's program)
-    first = jr.simulate(integrator, model, state0, dt, 22, observer=InvariantDrift())
+    first = jr.simulate(integrator, model, state0, dt, 20, observer=InvariantDrift())
     restarted = jr.simulate(
-        integrator, model, first.final_state, dt, 22, t0=22 * dt, observer=InvariantDrift()
+        integrator, model, first.final_state, dt, 20, t0=20 * dt, observer=InvariantDrift()
     )
-    assert not np.array_equal(restarted.outcome_per_save.max_iterations, iterations[22:44])
+    assert not np.array_equal(restarted.outcome_per_save.max_iterations, iterations[20:40])
 
 
 def test_run_chunks_hands_each_chunk_the_last_ones_carry(monkeypatch):
