@@ -19,7 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxrigid
-from jaxrigid.compensated import value_of
 from jaxrigid.integrators import get_method
 from jaxrigid.models.rigid_body import RigidBody, RigidBodyState
 from jaxrigid.reference import rigid_body_reference
@@ -35,7 +34,7 @@ def chord2():
     return jaxrigid.Newton(chord=True, max_steps=2, peel=2)
 
 
-# The jaxrigid settings compared; `IMIDM_compensated` runs from `jaxrigid.compensate(state)`.
+# The jaxrigid settings compared; `IMIDM_compensated` is `IMIDM(compensated=True)`.
 # `IMIDM` is the default (fast form first, the full settings where a member needs them:
 # `IMIDM.fast_variant`); the other settings run as named, without that fast path.
 SETTINGS = {
@@ -46,22 +45,21 @@ SETTINGS = {
     "IMIDM_fast": lambda: jaxrigid.IMIDM(
         newton=chord2(), max_angle=FAST_MAX_ANGLE, fast_path=False
     ),
-    "IMIDM_compensated": lambda: jaxrigid.IMIDM(),
+    "IMIDM_compensated": lambda: jaxrigid.IMIDM(compensated=True),
     "IMID": lambda: jaxrigid.IMID(),
     # the free body's discrete Moser–Veselov (a Newton solve per step) and the best
     # composition of the work–precision frontier (issue 17's 10⁶-member GPU throughput)
     "DMV-body": lambda: get_method("DMV-body"),
     "LP-split:kahan-li8": lambda: get_method("LP-split:kahan-li8"),
 }
-COMPENSATED = {"IMIDM_compensated"}
 SETTINGS_DOC = (
     "IMIDM: the default, IMIDM() (its fast form first, redone with the full settings for any "
     "member whose fast steps failed); IMIDM_no_fast_path: IMIDM(fast_path=False), the "
     "default before issue 17; the others with fast_path=False: "
     "IMIDM_chord: IMIDM(newton=Newton(chord=True)); IMIDM_chord2: "
     "IMIDM(newton=Newton(chord=True, max_steps=2, peel=2)) (loop-free, two chord updates); "
-    f"IMIDM_fast: that and max_angle={FAST_MAX_ANGLE}; IMIDM_compensated: IMIDM() from "
-    "jaxrigid.compensate(state) (compensated summation); DMV-body and LP-split:kahan-li8: "
+    f"IMIDM_fast: that and max_angle={FAST_MAX_ANGLE}; IMIDM_compensated: "
+    "IMIDM(compensated=True) (compensated summation); DMV-body and LP-split:kahan-li8: "
     "get_method of those names (the free body's DMV, Newton on the Cayley vector, and the "
     "explicit Lie-Poisson splitting composed by Kahan-Li's order-8 scheme, 17 stages)"
 )
@@ -116,12 +114,11 @@ def hat(w):
 # Runners: jitted `fn(R, Pi) -> (R1, Pi1, stats)`.
 
 
-def initial_state(R, Pi, compensated=False):
-    state = RigidBodyState(R, Pi)
-    return jaxrigid.compensate(state) if compensated else state
+def initial_state(R, Pi):
+    return RigidBodyState(R, Pi)
 
 
-def jaxrigid_runner(problem, integrator, dt, steps, compensated=False, checks=None):
+def jaxrigid_runner(problem, integrator, dt, steps, checks=None):
     """`jax.jit(simulate(integrator, model, state0_batch, dt, steps, save_every=steps))`
     (`checks`: simulate's, default `"raise"`)."""
 
@@ -129,16 +126,16 @@ def jaxrigid_runner(problem, integrator, dt, steps, compensated=False, checks=No
         sol = jaxrigid.simulate(
             integrator,
             problem.model,
-            initial_state(R, Pi, compensated),
+            initial_state(R, Pi),
             dt,
             steps,
             save_every=steps,
             checks=checks,
         )
-        final = value_of(sol.final_state)
+        final = sol.final_state
         stats = {
-            "newton_max_iterations": jnp.max(sol.newton.max_iterations),
-            "newton_all_converged": jnp.all(sol.newton.all_converged),
+            "newton_max_iterations": jnp.max(sol.outcome.max_iterations),
+            "newton_all_converged": jnp.all(sol.outcome.all_converged),
         }
         return final.R, final.Pi, stats
 
@@ -146,7 +143,7 @@ def jaxrigid_runner(problem, integrator, dt, steps, compensated=False, checks=No
 
 
 def setting_runner(problem, name, dt, steps):
-    return jaxrigid_runner(problem, SETTINGS[name](), dt, steps, name in COMPENSATED)
+    return jaxrigid_runner(problem, SETTINGS[name](), dt, steps)
 
 
 # diffrax peers by name: (method, batched). `diffrax_RK4_batched` is supplementary, in no

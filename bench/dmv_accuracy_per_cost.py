@@ -93,7 +93,7 @@ def timed_runner(integrator, model, ensemble, steps):
 
     def run(state0, dt):
         sol = jr.simulate(integrator, model, state0, dt, steps, save_every=steps)
-        return sol.final_state, sol.newton.all_converged, sol.newton.max_iterations
+        return sol.final_state, sol.outcome.all_converged, sol.outcome.max_iterations
 
     return aot_compile(run, ensemble, jnp.float64(0.1))
 
@@ -124,7 +124,7 @@ def errors_at_t_end(integrator, model, ensemble, dt, t_end, ref):
     state, ok = ensemble, True
     for k in range(n // chunk):
         sol = jr.simulate(integrator, model, state, dt, chunk, save_every=chunk, t0=k * chunk * dt)
-        state, ok = sol.final_state, ok and bool(np.all(sol.newton.all_converged))
+        state, ok = sol.final_state, ok and bool(np.all(sol.outcome.all_converged))
     ePi = np.linalg.norm(np.asarray(state.Pi) - ref.Pi, axis=-1)
     eR = np.linalg.norm(np.asarray(state.R) - ref.R, ord=2, axis=(-2, -1))
     return ePi, eR, ok
@@ -169,7 +169,7 @@ def roundoff(n_steps):
                 key: {str(m): float(np.max(v[: m // 100 + 1])) for m in marks}
                 for key, v in series.items()
             }
-            out[name][method]["newton_converged"] = bool(sol.newton.all_converged)
+            out[name][method]["newton_converged"] = bool(sol.outcome.all_converged)
             log(
                 f"roundoff {name} {method}: "
                 + ", ".join(

@@ -13,7 +13,7 @@ is refined near θ_sep. Each (Δt, θ) pair is one ensemble member run for `--st
 `simulate` call per Δt with the θ ensemble.
 
 A member is *unstable* if any Newton solve failed (no root on the branch continuous in Δt:
-`sol.newton.all_converged`), if the component of Π that keeps its sign on the exact orbit
+`sol.outcome.all_converged`), if the component of Π that keeps its sign on the exact orbit
 (Π₃ inside the separatrix, Π₁ outside) changed sign at a saved state (a jump across the
 saddle), or if |Π|² or the energy drifted by more than 1e-10 relative (blow-up). The DMV
 equation involves h and Π only through hΠ, so the region in (h|Π|, θ) is the same for every
@@ -87,7 +87,7 @@ def theta_grid(n, theta_sep):
 def unstable_members(sol, moments, theta, theta_sep):
     """Boolean per member, and which criterion fired: (newton, lobe_jump, blow_up)."""
     P = np.asarray(sol.states.Pi)  # (n, n_save, 3)
-    newton = ~np.asarray(sol.newton.all_converged)
+    newton = ~np.asarray(sol.outcome.all_converged)
     finite = np.all(np.isfinite(P), axis=(1, 2))
     if theta_sep is None:
         keep = np.full(theta.shape, 2)
@@ -125,7 +125,7 @@ def sweep(case, method, dts, args):
         sol = jr.simulate(integrator, model, ens, float(dt), args.steps, save_every=save_every)
         u, n, lo, b = unstable_members(sol, moments, theta, theta_sep)
         out["unstable"][i], out["newton"][i], out["lobe"][i], out["blow"][i] = u, n, lo, b
-        iters[i] = np.asarray(sol.newton.max_iterations)
+        iters[i] = np.asarray(sol.outcome.max_iterations)
     seconds = time.perf_counter() - t0
     stable = ~out["unstable"]
     # largest Δt of the grid below which every member of that θ is stable

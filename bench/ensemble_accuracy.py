@@ -49,7 +49,7 @@ def histories(name, ens, n):
     if name in harness.SETTINGS:
 
         def run(R, Pi):
-            s0 = harness.initial_state(R, Pi, name in harness.COMPENSATED)
+            s0 = harness.initial_state(R, Pi)
             return jaxrigid.simulate(harness.SETTINGS[name](), PROBLEM.model, s0, A.dt, n).states
 
         Rs, Pis = (np.asarray(x) for x in jax.block_until_ready(jax.jit(run)(ens.R, ens.Pi)))

@@ -121,10 +121,10 @@ def run_row(item: str, t_end: float, overrides: dict | None = None) -> dict:
         )
         state, obs = sol.final_state, sol.observations
         energies.append(float(model.energy(state.q, state.p)))
-        if all_converged and not bool(sol.newton.all_converged):
-            first_failure = k * chunk + int(sol.newton.first_failure)
-        all_converged &= bool(sol.newton.all_converged)
-        max_iter = max(max_iter, int(sol.newton.max_iterations))
+        if all_converged and not bool(sol.outcome.all_converged):
+            first_failure = k * chunk + int(sol.outcome.first_failure)
+        all_converged &= bool(sol.outcome.all_converged)
+        max_iter = max(max_iter, int(sol.outcome.max_iterations))
         progress.update((k + 1) * chunk, int(obs.count))
     progress.close()
     seconds = time.perf_counter() - start

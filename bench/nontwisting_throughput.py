@@ -71,7 +71,7 @@ def main(argv=None):
         first = time.perf_counter() - t
         timing = time_interleaved({n: go}, (), args.repeats, warmup=False, statistic="best")
         best = timing[n].seconds
-        its = np.asarray(sol.newton.max_iterations)
+        its = np.asarray(sol.outcome.max_iterations)
         row = {
             "members": n,
             "steps": args.steps,
@@ -80,7 +80,7 @@ def main(argv=None):
             "body_steps_per_s": n * args.steps / best,
             "newton_max_iterations": int(its.max()),
             "newton_mean_of_member_max": float(its.mean()),
-            "all_converged": bool(np.all(sol.newton.all_converged)),
+            "all_converged": bool(np.all(sol.outcome.all_converged)),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -27,7 +27,7 @@ wall and 200 for the fast top, see `config.t_long_note` in the JSON) by
   on the CPU: a method whose chunk computes for less than 30 ms at t = 100 gets a second
   program for the long horizon with chunks m times longer (`compile.*.chunk_steps_long`), so
   that the callback costs ≤ 1 % there (at t = 100 the cheapest runs still carry it: their
-  `chunk_steps` and times are in the JSON). `sol.newton.all_converged` is checked, and a run
+  `chunk_steps` and times are in the JSON). `sol.outcome.all_converged` is checked, and a run
   in which any member's Newton solve failed (or any value is not finite) is recorded as
   failed and left out of the frontiers.
 * diffrax 0.7 in the same run, `jax.vmap(diffeqsolve)` over members on the same equations
@@ -551,12 +551,12 @@ def jaxrigid_program(problem, integrator, chunk):
             )
             final = sol.final_state
             finite = jnp.all(jnp.isfinite(final.R)) & jnp.all(jnp.isfinite(final.Pi))
-            converged = jnp.all(sol.newton.all_converged)
+            converged = jnp.all(sol.outcome.all_converged)
             # `simulate` refuses an attitude off SO(3) by more than √eps: float32 round-off
             # reaches that after ~10⁵ steps (bench/README, "Work–precision")
             orthonormal = jnp.max(so3.orthogonality_error(final.R)) <= orthonormal_tol
             ok = ok & converged & finite & orthonormal
-            iters = jnp.maximum(iters, jnp.max(sol.newton.max_iterations))
+            iters = jnp.maximum(iters, jnp.max(sol.outcome.max_iterations))
             return k + 1, final, sol.solver_state, ok, converged, iters
 
         # a failed chunk (a Newton failure, NaN/inf, or R off SO(3)) ends the run: the next

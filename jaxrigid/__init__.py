@@ -11,8 +11,6 @@ from . import nonholonomic as nonholonomic
 from . import rails as rails
 from . import results as results
 from ._checks import InvalidValueError as InvalidValueError
-from .compensated import Compensated as Compensated
-from .compensated import compensate as compensate
 from .compilation_cache import enable_compilation_cache as enable_compilation_cache
 from .integrators import AKW as AKW
 from .integrators import BBTRAP as BBTRAP
@@ -50,7 +48,6 @@ from .nonholonomic import LagrangeDAlembertSystem as LagrangeDAlembertSystem
 from .observers import AbstractObserver as AbstractObserver
 from .results import RESULTS as RESULTS
 from .simulation import IncompatibleModelError as IncompatibleModelError
-from .simulation import NewtonConvergenceError as NewtonConvergenceError
 from .simulation import Outcome as Outcome
 from .simulation import Solution as Solution
 from .simulation import StepFailedError as StepFailedError

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +13,6 @@ import numpy as np
 
 from . import _checks, results
 from ._checks import Check
-from .compensated import Compensated, value_of
 from .integrators.base import AbstractIntegrator
 from .results import RESULTS
 
@@ -41,11 +39,6 @@ def reported_in_outcome():
         _MODE.reset(token)
 
 
-def _finite(state):
-    leaves = jax.tree_util.tree_leaves(value_of(state))
-    return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
-
-
 def value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list[Check]:
     """`dt`'s and `t0`'s, the run's times', the model's, the initial state's and the
     method's own (`value_checks`; none for `integrator=None`). `n_steps` may be traced (a
@@ -58,13 +51,9 @@ def value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list[Check]:
     if t0.ndim:
         raise ValueError(f"t0 must be a finite scalar, got shape {t0.shape}")
     checks.append(Check(~jnp.isfinite(t0), "t0 must be a finite scalar", t0))
-    checks += time_checks(t0, dt, n_steps, jax.tree_util.tree_leaves(value_of(state0))[0].dtype)
-    checks += model.parameter_checks() + model.state_checks(value_of(state0), t0)
+    checks += time_checks(t0, dt, n_steps, jax.tree_util.tree_leaves(state0)[0].dtype)
+    checks += model.parameter_checks() + model.state_checks(state0, t0)
     checks += [] if integrator is None else integrator.value_checks(model)
-    if isinstance(state0, Compensated):
-        checks.append(
-            Check(~_finite(state0.error), "Compensated state's error contains NaN or inf")
-        )
     return checks
 
 
@@ -109,11 +98,10 @@ def check_state_type(model, state0) -> None:
     """The state is the model's `state_type`: a plain tuple or another model's state is
     refused by name, not by an `AttributeError` deep inside."""
     state_type = getattr(model, "state_type", None)
-    plain = value_of(state0)
-    if isinstance(state_type, type) and not isinstance(plain, state_type):
+    if isinstance(state_type, type) and not isinstance(state0, state_type):
         raise TypeError(
             f"state0 must be a {state_type.__name__} (the state of {type(model).__name__}), "
-            f"got {type(plain).__name__}"
+            f"got {type(state0).__name__}"
         )
 
 

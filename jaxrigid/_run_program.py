@@ -16,22 +16,19 @@ import numpy as np
 from jax import lax
 
 from . import program_store, results
-from .compensated import Compensated, value_of
 from .results import RESULTS, Outcome
 
 
 class Solution(NamedTuple):
     """`ts (n_save,)`; `states`: leaves `(*ensemble, n_save, *event)` (or what `save`
-    returned); `final_state` (for a `Compensated` run, `states` are the rounded values and
-    `final_state` the `Compensated` pair to continue from); `outcome`, over the whole run
+    returned); `final_state`; `outcome`, over the whole run
     (`(*ensemble,)` leaves), and `outcome_per_save` (`(*ensemble, n_save − 1)` leaves);
     `observations`, the observer's final carry (`None` without an observer); `solver_state`,
     the integrator's final solver state (leaves `(*ensemble, ...)`): pass it as
     `simulate(..., solver_state0=...)` with `final_state` to continue a run exactly as if it
     had not been split (a compensated method's rounding error, Newton's warm start).
 
-    `result` is `outcome.result`. `newton` and `newton_per_save` are the names of one release
-    ago for `outcome` and `outcome_per_save` (kept for one release)."""
+    `result` is `outcome.result`."""
 
     ts: jax.Array
     states: Any
@@ -44,14 +41,6 @@ class Solution(NamedTuple):
     @property
     def result(self) -> jax.Array:
         return self.outcome.result
-
-    @property
-    def newton(self) -> Outcome:
-        return self.outcome
-
-    @property
-    def newton_per_save(self) -> Outcome:
-        return self.outcome_per_save
 
 
 def _scan(f, init, length: int, checkpoint: bool):
@@ -126,7 +115,7 @@ def _float(x):
 
 
 def _finite(state):
-    leaves = jax.tree_util.tree_leaves(value_of(state))
+    leaves = jax.tree_util.tree_leaves(state)
     return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
 
 
@@ -143,11 +132,10 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec)
         _check_solver_state(integrator, solver_state0, ss0)
         solver_state0 = ss0
     if observer is not None and obs0 is None:
-        obs0 = observer.init(model, value_of(state0), t0.astype(dtype))
+        obs0 = observer.init(model, state0, t0.astype(dtype))
 
     def kept(k, state):
-        value = value_of(state)
-        return value if save is None else save((t0 + k * dt).astype(dtype), value)
+        return state if save is None else save((t0 + k * dt).astype(dtype), state)
 
     def one(carry, _):
         s, ss, k, acc, obs = carry
@@ -160,7 +148,7 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec)
             result = results.where(~_finite(s1), RESULTS.nonfinite, info.result)
             info = info._replace(result=result)
         if observer is not None:
-            obs = observer.update(model, obs, value_of(s), value_of(s1), t, h)
+            obs = observer.update(model, obs, s, s1, t, h)
         # without a tangent from the start, the outcome gains none (a residual's would cost
         # the scan rules a fixpoint iteration)
         acc = results.accumulate(acc, lax.stop_gradient(info), k)
@@ -230,7 +218,7 @@ def _compiled_runner(spec, model_axes, layout):
             dtype = jax.tree_util.tree_leaves(state0)[0].dtype
             t0 = jnp.asarray(t0, dtype)
             ts = t0 + jnp.arange(n_save + 1, dtype=dtype) * jnp.asarray(dt, dtype) * every
-            ndims = _event_ndims(model, state0)
+            ndims = model.state_event_ndims()
             if broadcast is not None:
                 state0 = jax.tree_util.tree_map(
                     lambda x: jnp.broadcast_to(x, (broadcast,) + x.shape), state0
@@ -263,12 +251,6 @@ def _compiled_runner(spec, model_axes, layout):
 
         _RUNNERS[key] = jax.jit(run, static_argnums=2)
     return _RUNNERS[key]
-
-
-def _event_ndims(model, state0):
-    """The event ranks of the state's leaves (a `Compensated` pair's: twice the model's)."""
-    ndims = model.state_event_ndims()
-    return Compensated(ndims, ndims) if isinstance(state0, Compensated) else ndims
 
 
 def _fast_first(integrator, solve):

@@ -17,16 +17,10 @@ compensates when asked by its setting `compensated=True` (e.g. `IMIDM(compensate
 its solver state is then the rounding error (`zero_error` at `init`), the step advances
 `Compensated(state, error)` (`attach`) and returns the rounded state and the new error. The
 states the driver sees stay plain.
-
-Deprecated (kept for one release): a `Compensated(value, error)` state (`compensate(state)`),
-the state rounded to working precision (`value`, what every observer and invariant sees) and
-the rest of the exact sum (`error`), advanced by a method with `compensated_summation` and
-the default `compensated=False`. Both routes do the same arithmetic, bit for bit.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -47,20 +41,6 @@ def zero_error(state):
     return jax.tree_util.tree_map(jnp.zeros_like, state)
 
 
-def compensate(state) -> Compensated:
-    """Start a compensated run from `state` (its error zero). Deprecated, kept for one
-    release: ask the method instead (`IMIDM(compensated=True)`), whose solver state then
-    carries the error."""
-    warnings.warn(
-        "jaxrigid.compensate(state) is deprecated (kept for one release): use the method "
-        "setting instead, e.g. IMIDM(compensated=True), which carries the rounding error in "
-        "its solver state",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return Compensated(state, zero_error(state))
-
-
 def attach(state, error) -> Compensated:
     """The state a compensated method's step advances: `Compensated(state, error)`, with the
     `error` from its solver state. A `Compensated` state is refused: the error would be
@@ -68,7 +48,7 @@ def attach(state, error) -> Compensated:
     if isinstance(state, Compensated):
         raise TypeError(
             "a method with compensated=True carries the rounding error in its solver state: "
-            "pass the plain state (Compensated(value, error) is for compensated=False)"
+            "pass the plain state"
         )
     return Compensated(state, error)
 

@@ -117,15 +117,9 @@ class Outcome(NamedTuple):
         return self.result == RESULTS.successful
 
 
-NewtonSummary = Outcome  # the name of one release ago
-
-
 class StepFailedError(RuntimeError):
     """A step failed (raised by `simulate(throw=True)`): the message names the cause, the
     step, its time and the ensemble member, with advice for that cause."""
-
-
-NewtonConvergenceError = StepFailedError  # the name of one release ago
 
 
 def no_failures(dtype) -> Outcome:

@@ -18,19 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _checks, _input_checks, results
-from ._run_program import Solution, _compiled_runner, _event_ndims, _fast_then_full
-from .compensated import Compensated, value_of
+from ._run_program import Solution, _compiled_runner, _fast_then_full
 from .observers import AbstractObserver
-from .results import (
-    NewtonConvergenceError,
-    Outcome,
-    StepFailedError,
-)
+from .results import Outcome, StepFailedError
 
 __all__ = [
     "AbstractObserver",
     "IncompatibleModelError",
-    "NewtonConvergenceError",
     "Outcome",
     "Solution",
     "StepFailedError",
@@ -90,9 +84,7 @@ def simulate(
     `checks` (`"raise"`, the default: a failed value check raises, see below; `"outcome"`: a
     member that fails one is reported in `solution.outcome` as `RESULTS.invalid_input` with
     its states NaN, and nothing is raised — no host callback, so a caller's `jit` of it
-    stays cacheable by JAX's persistent compilation cache). A `compensated.Compensated`
-    `state0` (deprecated: use the method's `compensated=True`) runs with compensated
-    summation.
+    stays cacheable by JAX's persistent compilation cache).
 
     `dt`, `t0` and every array of the model and the state may be traced (`jit` arguments,
     differentiated, `vmap`ped).
@@ -119,9 +111,7 @@ def simulate(
     _input_checks.check_time_types(t0, dt)
     _input_checks.check_state_type(model, state0)
 
-    if isinstance(state0, Compensated):
-        _check_compensated(integrator, state0)
-    ndims = _event_ndims(model, state0)
+    ndims = model.state_event_ndims()
     leaves, treedef = jax.tree_util.tree_flatten(state0)
     event = jax.tree_util.tree_leaves(ndims)
     leaves = [jnp.asarray(x) for x in leaves]
@@ -134,8 +124,7 @@ def simulate(
     batch_shape = batch_shapes.pop()
     state0 = jax.tree_util.tree_unflatten(treedef, leaves)
     _input_checks.check_state_dtypes(state0)
-    plain0 = value_of(state0)
-    model.check_state_shapes(plain0)
+    model.check_state_shapes(state0)
     dtype = leaves[0].dtype
     _input_checks.check_dtypes(model, dtype)
 
@@ -265,21 +254,3 @@ def _model_members(model, leaves, axes):
         raise ValueError(f"model_axes must select one ensemble size, got sizes {sorted(sizes)}")
     treedef = jax.tree_util.tree_structure(model)
     return (sizes.pop() if sizes else None), jax.tree_util.tree_unflatten(treedef, moved)
-
-
-def _check_compensated(integrator, state0):
-    if not getattr(integrator, "compensated_summation", False):
-        raise TypeError(
-            f"{integrator.name} does not advance a Compensated state "
-            "(integrator.compensated_summation is False). Compensated states are deprecated: "
-            "ask the method instead, e.g. IMIDM(compensated=True), and continue a run with "
-            "simulate(..., solver_state0=solution.solver_state)"
-        )
-    value, error = state0
-    v_struct, e_struct = (jax.tree_util.tree_structure(x) for x in (value, error))
-    shapes = lambda x: [jnp.shape(a) for a in jax.tree_util.tree_leaves(x)]  # noqa: E731
-    if v_struct != e_struct or shapes(value) != shapes(error):
-        raise ValueError(
-            "Compensated(value, error) needs value and error of the same structure and shapes; "
-            f"got {v_struct} {shapes(value)} and {e_struct} {shapes(error)}"
-        )

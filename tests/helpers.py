@@ -34,6 +34,12 @@ def problem(case_name, **overrides):
     return case.build(case.resolve(overrides))
 
 
+def one_step(integrator, model, state, t, dt):
+    """One step of `integrator` from a fresh solver state: `(state, StepInfo)`."""
+    state1, _, info = integrator.step(model, state, integrator.init(model, state, t, dt), t, dt)
+    return state1, info
+
+
 def integrate(integrator, model, state0, dt, n_steps, chunk=None, t0=0.0):
     """Final state after `n_steps`, run as `n_steps / chunk` calls of one compiled chunk, so a
     sweep over step sizes compiles once per method (dt is traced, the chunk length static)."""
@@ -42,7 +48,7 @@ def integrate(integrator, model, state0, dt, n_steps, chunk=None, t0=0.0):
     state, t = state0, t0
     for _ in range(n_steps // chunk):
         sol = jr.simulate(integrator, model, state, dt, chunk, save_every=chunk, t0=t)
-        assert bool(np.all(sol.newton.all_converged)), f"Newton failed: {sol.newton}"
+        assert bool(np.all(sol.outcome.all_converged)), f"Newton failed: {sol.outcome}"
         state, t = sol.final_state, t + chunk * dt
     return state
 

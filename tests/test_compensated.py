@@ -1,8 +1,7 @@
 """Compensated summation (`jaxrigid.compensated`): TwoSum is exact, a compensated step is the
 plain step with its rounding error kept, and over long runs it removes the `√n·eps` random
-walk of the rounded sums from the invariants IMIDM and fEM keep. Two routes: the method setting
-`compensated=True` (the error in the solver state) and the deprecated `Compensated` state; they
-are equal bit for bit."""
+walk of the rounded sums from the invariants IMIDM and fEM keep. A method compensates with its
+setting `compensated=True` (the error in its solver state)."""
 
 from __future__ import annotations
 
@@ -15,23 +14,25 @@ import pytest
 from helpers import method, problem
 
 import jaxrigid as jr
-from jaxrigid.compensated import Compensated, advance, compensate, two_sum, value_of
+from jaxrigid.compensated import Compensated, advance, two_sum, zero_error
 from jaxrigid.integrators import triple_jump
 from jaxrigid.models.rigid_body import RigidBodyState
 
 COMPENSATED = ["IMIDM", "fEM"]
-ROUTES = ["setting", "state"]  # IMIDM(compensated=True) / the deprecated Compensated state
-
-# the deprecated route is still tested here; its warning is tested once, below
-pytestmark = pytest.mark.filterwarnings("ignore:jaxrigid.compensate:DeprecationWarning")
 
 
-def _compensated(name, route):
-    """The method and how to start a compensated run of it: `(integrator, start(state))`."""
-    if route == "setting":
-        integrator = type(method(name))(compensated=True)
-        return integrator, lambda s: s
-    return method(name), compensate
+def _compensated(name):
+    """The method `name` with its setting `compensated=True`."""
+    return type(method(name))(compensated=True)
+
+
+def _one_step(integrator, model, state, t, dt):
+    """One step from a fresh solver state, jitted: `(state, solver_state, StepInfo)`."""
+
+    def step(model, state, t, dt):
+        return integrator.step(model, state, integrator.init(model, state, t, dt), t, dt)
+
+    return jax.jit(step)(model, state, t, dt)
 
 
 def _exact(x):
@@ -63,7 +64,7 @@ def test_advance_adds_linear_part_and_forcing_and_keeps_the_rounding():
     plain = advance(x, linear, forcing)
     np.testing.assert_array_equal(plain.R, x.R + x.R @ A)
     np.testing.assert_array_equal(plain.Pi, x.Pi + (1e-3 * x.Pi + forcing.Pi))
-    c = advance(compensate(x), linear, forcing)
+    c = advance(Compensated(x, zero_error(x)), linear, forcing)
     # the value is the rounded sum, the error its exact rounding error
     np.testing.assert_array_equal(c.value.R, plain.R)
     for v, e, x0, d in zip(c.value.R.ravel(), c.error.R.ravel(), x.R.ravel(), (x.R @ A).ravel()):
@@ -85,13 +86,12 @@ def test_a_compensated_step_is_the_plain_step_plus_its_rounding(name, case_name)
     # roundings of the plain sum's two terms), and |error| is at most half an ulp of value
     model, s0 = problem(case_name)
     dt = 0.01
-    integrator = method(name)
-    plain, _ = jax.jit(integrator.advance)(model, s0, 0.0, dt)
-    comp, info = jax.jit(integrator.advance)(model, compensate(s0), 0.0, dt)
-    assert isinstance(comp, Compensated) and bool(info.converged)
+    plain, _, _ = _one_step(method(name), model, s0, 0.0, dt)
+    value, error, info = _one_step(_compensated(name), model, s0, 0.0, dt)
+    assert isinstance(value, RigidBodyState) and bool(info.converged)
     eps = np.finfo(np.float64).eps
     kept = False
-    for p, v, e in zip(plain, comp.value, comp.error):
+    for p, v, e in zip(plain, value, error):
         p, v, e = (np.asarray(a) for a in (p, v, e))
         scale = np.max(np.abs(p))
         np.testing.assert_allclose(v + e, p, rtol=0, atol=2 * eps * scale)
@@ -109,9 +109,8 @@ def _drifts(sol):
     return rms(orth), rms(dpi)
 
 
-@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", COMPENSATED)
-def test_compensation_removes_the_random_walk_of_the_rounded_sums(name, route):
+def test_compensation_removes_the_random_walk_of_the_rounded_sums(name):
     # 16 torque-free members, 10⁴ steps of Δt = 0.1 in float32 (where the walk is large and
     # cheap to see). The plain sums round by eps·|x| per step; compensated, what is left is the
     # rounding of the increments, |Ψ| ≈ 0.094 times smaller. Measured ratios of the RMS over
@@ -126,73 +125,34 @@ def test_compensation_removes_the_random_walk_of_the_rounded_sums(name, route):
     ens = case.perturb(s0, np.random.default_rng(0), 0.1, 16)
     ens = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), ens)
     model32 = jr.RigidBody(jnp.asarray(model.inertia, jnp.float32))
-    integrator, start = _compensated(name, route)
     n = 10_000
     plain = jr.simulate(method(name), model32, ens, 0.1, n, save_every=100)
-    comp = jr.simulate(integrator, model32, start(ens), 0.1, n, save_every=100)
+    comp = jr.simulate(_compensated(name), model32, ens, 0.1, n, save_every=100)
     assert comp.states.R.dtype == jnp.float32
-    assert isinstance(comp.final_state, Compensated) == (route == "state")
+    assert isinstance(comp.final_state, RigidBodyState)  # the driver sees plain states
     (orth_p, pi_p), (orth_c, pi_c) = _drifts(plain), _drifts(comp)
     assert pi_c <= 0.25 * pi_p, (pi_c, pi_p)
     if name == "IMIDM":
         assert orth_c <= 0.5 * orth_p, (orth_c, orth_p)
 
 
-# the deprecated `Compensated`-state route (one more release): its batch, continuation and
-# gradient are the setting's (test_simulate's continued runs, the test below), in the slow suite
-@pytest.mark.slow
-def test_compensated_runs_batch_continue_and_differentiate():
-    model, s0 = problem("krysl-torque-free")
-    case = jr.cases.get_case("krysl-torque-free")
-    ens = compensate(case.perturb(s0, np.random.default_rng(1), 0.1, 3))
-    integrator = jr.IMIDM()
-    whole = jr.simulate(integrator, model, ens, 0.1, 40)
-
-    def exact_sum(c):  # value + error, the state the pair stands for
-        return [np.asarray(v) + np.asarray(e) for v, e in zip(c.value, c.error)]
-
-    # the batched run equals the single runs member by member (≤ 1e-14 relative, as every
-    # batched run: vmap may change how XLA fuses, and so the last bits of value and error)
-    for k in range(3):
-        one = jr.simulate(integrator, model, jax.tree_util.tree_map(lambda x: x[k], ens), 0.1, 40)
-        for a, b in zip(exact_sum(one.final_state), exact_sum(whole.final_state)):
-            np.testing.assert_allclose(a, b[k], rtol=0, atol=1e-14 * np.max(np.abs(b[k])))
-    # two chunks continued from the Compensated final state equal the whole run (same bound)
-    first = jr.simulate(integrator, model, ens, 0.1, 20)
-    assert isinstance(first.final_state, Compensated)
-    second = jr.simulate(integrator, model, first.final_state, 0.1, 20, t0=2.0)
-    for a, b in zip(exact_sum(second.final_state), exact_sum(whole.final_state)):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14 * np.max(np.abs(b)))
-
-    # derivatives flow through the value (the error's derivative is zero): the gradient of a
-    # final-state function equals the plain run's to the rounding of 40 steps
-    def loss(Pi0, compensated):
-        s = RigidBodyState(s0.R, Pi0)
-        sol = jr.simulate(integrator, model, compensate(s) if compensated else s, 0.1, 40)
-        return jnp.sum(value_of(sol.final_state).R[:, 0] ** 2 * jnp.arange(1.0, 4.0))
-
-    g_c = jax.grad(loss)(s0.Pi, True)
-    g_p = jax.grad(loss)(s0.Pi, False)
-    np.testing.assert_allclose(g_c, g_p, rtol=1e-12)
-
-
 def test_composition_of_compensated_methods_is_compensated():
     model, s0 = problem("krysl-torque-free")
-    tj = triple_jump(jr.IMIDM())
-    assert tj.compensated_summation
+    tj, tj_compensated = triple_jump(jr.IMIDM()), triple_jump(jr.IMIDM(compensated=True))
+    assert tj.compensated_summation and tj_compensated.compensated and not tj.compensated
     plain = jr.simulate(tj, model, s0, 0.1, 20)
-    comp = jr.simulate(tj, model, compensate(s0), 0.1, 20)
-    assert isinstance(comp.final_state, Compensated)
+    comp = jr.simulate(tj_compensated, model, s0, 0.1, 20)
+    assert isinstance(comp.final_state, RigidBodyState)
     # the plain run rounds each of its 60 substeps by at most an ulp of entries ≤ 1 in size
     # (measured: 4.7e-16 apart)
-    for p, v in zip(plain.final_state, comp.final_state.value):
+    for p, v in zip(plain.final_state, comp.final_state):
         np.testing.assert_allclose(v, p, rtol=0, atol=60 * np.finfo(np.float64).eps)
 
 
 def _scan_steps(integrator, model, state0, dt, n):
     """`n` steps of `integrator` in one `lax.scan` (jitted): the final `(state, solver_state)`.
-    Both routes compile to the same kind of program here, so equal arithmetic gives equal
-    bits."""
+    The setting and the pair compile to the same kind of program here, so equal arithmetic
+    gives equal bits."""
 
     @jax.jit
     def run(state0):
@@ -208,37 +168,26 @@ def _scan_steps(integrator, model, state0, dt, n):
 
 
 @pytest.mark.parametrize(
-    # the fast top (a torque: 50 s a method on the CI machine) in the slow suite
+    # the fast top (a torque) in the slow suite
     "case_name",
     ["krysl-torque-free", pytest.param("krysl-fast-top", marks=pytest.mark.slow)],
 )
 @pytest.mark.parametrize("name", COMPENSATED + ["triple-jump IMIDM"])
-def test_the_setting_equals_the_compensated_state_bit_for_bit(name, case_name):
-    """The method setting does the arithmetic of the `Compensated` state: saved states, final
-    values and the rounding errors (the setting's solver state) are equal bit for bit, for one
-    body and an ensemble (IMIDM, fEM, a triple jump of IMIDM: one error through its members)."""
+def test_the_setting_carries_the_compensated_sum_bit_for_bit(name, case_name):
+    """The setting's steps are the compensated sum's: its states and rounding errors (its
+    solver state) over 60 steps equal, bit for bit, a `Compensated(state, error)` pair
+    advanced by the plain method's step (`compensated.advance`) (IMIDM, fEM, a triple jump of
+    IMIDM: one error through its members)."""
     model, s0 = problem(case_name)
-    case = jr.cases.get_case(case_name)
-    ens = case.perturb(s0, np.random.default_rng(2), 0.05, 3)
     if name == "triple-jump IMIDM":
-        old, new = triple_jump(jr.IMIDM()), triple_jump(jr.IMIDM(compensated=True))
+        plain, setting = triple_jump(jr.IMIDM()), triple_jump(jr.IMIDM(compensated=True))
     else:
-        old, new = method(name), type(method(name))(compensated=True)
-    assert new.compensated and not old.compensated
-    for state0 in (s0, ens):
-        a = jr.simulate(old, model, compensate(state0), 0.01, 60, save_every=20)
-        b = jr.simulate(new, model, state0, 0.01, 60, save_every=20)
-        for x, y in zip(jax.tree_util.tree_leaves(a.states), jax.tree_util.tree_leaves(b.states)):
-            np.testing.assert_array_equal(x, y)
-        for x, y in zip(a.final_state.value, b.final_state):
-            np.testing.assert_array_equal(x, y)
-    # the errors: the state route's `Compensated.error` is the setting's solver state
-    (value, _), (state, error) = (
-        _scan_steps(old, model, compensate(s0), 0.01, 60),
-        _scan_steps(new, model, s0, 0.01, 60),
-    )
+        plain, setting = method(name), _compensated(name)
+    assert setting.compensated and not plain.compensated
+    pair, _ = _scan_steps(plain, model, Compensated(s0, zero_error(s0)), 0.01, 60)
+    state, error = _scan_steps(setting, model, s0, 0.01, 60)
     assert any(np.any(np.asarray(e) != 0.0) for e in error)  # something was kept
-    for x, y in zip((*value.value, *value.error), (*state, *error)):
+    for x, y in zip((*pair.value, *pair.error), (*state, *error)):
         np.testing.assert_array_equal(x, y)
 
 
@@ -260,24 +209,13 @@ def test_the_setting_differentiates_like_the_plain_run():
     np.testing.assert_allclose(g_c, g_p, rtol=1e-12)
 
 
-def test_one_route_at_a_time_and_compositions_all_or_none():
+def test_a_compensated_state0_is_refused_and_compositions_compensate_all_or_none():
     model, s0 = problem("krysl-torque-free")
+    # the error rides in the solver state: a `Compensated` pair is no state of the model
+    for integrator in (jr.IMIDM(), jr.IMIDM(compensated=True)):
+        with pytest.raises(TypeError, match="state0 must be a RigidBodyState"):
+            jr.simulate(integrator, model, Compensated(s0, zero_error(s0)), 0.1, 2)
     with pytest.raises(TypeError, match="pass the plain state"):
-        jr.simulate(jr.IMIDM(compensated=True), model, compensate(s0), 0.1, 2)
+        jr.IMIDM(compensated=True).step(model, Compensated(s0, zero_error(s0)), s0, 0.0, 0.1)
     with pytest.raises(ValueError, match="only with compensated members"):
         jr.integrators.Composition((jr.IMIDM(compensated=True), jr.IMIDM()), (0.5, 0.5), 2)
-    with pytest.warns(DeprecationWarning, match="IMIDM\\(compensated=True\\)"):
-        compensate(s0)
-
-
-def test_methods_without_compensated_summation_refuse_a_compensated_state():
-    model, s0 = problem("krysl-torque-free")
-    assert not jr.IMID().compensated_summation
-    with pytest.raises(TypeError, match="does not advance a Compensated state"):
-        jr.simulate(jr.IMID(), model, compensate(s0), 0.1, 2)
-    bad = Compensated(s0, RigidBodyState(s0.R, jnp.zeros(4)))
-    with pytest.raises(ValueError, match="same structure and shapes"):
-        jr.simulate(jr.IMIDM(), model, bad, 0.1, 2)
-    nan = Compensated(s0, RigidBodyState(s0.R * np.nan, s0.Pi))
-    with pytest.raises(ValueError, match="NaN or inf"):
-        jr.simulate(jr.IMIDM(), model, nan, 0.1, 2)

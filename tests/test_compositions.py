@@ -237,7 +237,7 @@ def test_composition_keeps_what_every_member_keeps(name):
     assert composed.preserves == base.preserves - {"K_midpoint"}
     model, state0 = problem("krysl-torque-free")
     sol = jr.simulate(composed, model, state0, INV_DT, INV_STEPS, save_every=INV_SAVE)
-    assert bool(sol.newton.all_converged), sol.newton
+    assert bool(sol.outcome.all_converged), sol.outcome
     inv = invariants_along(model, sol.ts, sol.states)
     drifts = {
         "pi": _pi_drift(inv),
@@ -308,7 +308,7 @@ def test_composition_keeps_its_invariants_in_other_families(case_name, method_na
     composed = compose(get_method(method_name, case.family), "yoshida6")
     assert composed.name == f"{method_name}:yoshida6" and composed.order == 6
     sol = jr.simulate(composed, model, state0, case.default_dt, FAMILY_STEPS, save_every=1)
-    assert bool(np.all(sol.newton.all_converged)), sol.newton
+    assert bool(np.all(sol.outcome.all_converged)), sol.outcome
     assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(sol.states))
     inv = {k: np.asarray(v) for k, v in invariants_along(model, sol.ts, sol.states).items()}
     kept = _kept_quantities(case.family, model, state0, inv)
@@ -336,7 +336,7 @@ def test_batched_run_equals_single_runs():
     )
     composed = compose(jr.IMIDM(), "kahan-li8")
     batched = jr.simulate(composed, model, ensemble, 0.1, 100, save_every=100)
-    assert bool(np.all(batched.newton.all_converged))
+    assert bool(np.all(batched.outcome.all_converged))
     for m in range(3):
         member = jax.tree_util.tree_map(lambda x: x[m], ensemble)
         single = jr.simulate(composed, model, member, 0.1, 100, save_every=100).final_state
@@ -375,7 +375,7 @@ def test_float32_keeps_the_spatial_momentum_to_float32_round_off():
     s32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), state0)
     sol = jr.simulate(compose(jr.IMIDM(), "yoshida6"), m32, s32, jnp.float32(0.1), 100)
     assert sol.final_state.Pi.dtype == jnp.float32 and sol.final_state.R.dtype == jnp.float32
-    assert bool(sol.newton.all_converged)
+    assert bool(sol.outcome.all_converged)
     inv = invariants_along(m32, sol.ts, sol.states)
     assert _pi_drift(inv) <= math.sqrt(700) * 3 * EPS32
     # ‖RᵀR − 1‖ accumulates the same float32 roundings (measured 1.6e-6)
@@ -402,7 +402,7 @@ def test_unrolled_stages_equal_the_scanned_ones():
     runs = []
     for composed in (scanned, unrolled, chord):
         sol = jr.simulate(composed, model, state0, 0.1, 100, save_every=100)
-        assert bool(sol.newton.all_converged), sol.newton
+        assert bool(sol.outcome.all_converged), sol.outcome
         runs.append(sol.final_state)
     for other, bound in ((runs[1], 1e-14), (runs[2], 1e-12)):
         for a, b in zip(runs[0], other):

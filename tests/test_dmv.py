@@ -80,7 +80,7 @@ ROUND_OFF = 1e-12
 def _drifts(method, name, n_steps):
     model, state0, _ = _problem(name)
     sol = jr.simulate(DMV_METHODS[method](), model, state0, 0.1, n_steps, save_every=100)
-    assert bool(sol.newton.all_converged)
+    assert bool(sol.outcome.all_converged)
     inv = invariants_along(model, sol.ts, sol.states)
     pi = jnp.stack([inv["pi1"], inv["pi2"], inv["pi3"]], axis=-1)
     L2 = jnp.sum(sol.states.Pi**2, axis=-1)
@@ -93,7 +93,7 @@ def _drifts(method, name, n_steps):
         "K": float(np.max(rel(K))),
         "K_first_half": float(np.max(rel(K)[:half])),
         "RtR_error": float(jnp.max(inv["RtR_error"])),
-        "newton_iterations": int(sol.newton.max_iterations),
+        "newton_iterations": int(sol.outcome.max_iterations),
     }
 
 

@@ -49,7 +49,7 @@ def test_spatial_mass_matrix_casimirs_1e4_steps(method, name):
     case = CASE[name]
     model, state0 = case.build(case.resolve())
     sol = jr.simulate(DMV_METHODS[method](), model, state0, 0.1, 10_000, save_every=50)
-    assert bool(sol.newton.all_converged)
+    assert bool(sol.outcome.all_converged)
     J = mass_matrix(model.inertia)
     R = sol.states.R
     I_s = R @ J @ jnp.swapaxes(R, -1, -2)
@@ -83,11 +83,11 @@ def test_vmap_over_1e4_momenta_equals_single_runs(method):
     model = _model(ASYMMETRIC)
     ensemble = _ensemble(_random_momenta(10_000, seed=1))
     batched = jr.simulate(integrator, model, ensemble, 0.1, 50, save_every=50)
-    assert bool(jnp.all(batched.newton.all_converged))
+    assert bool(jnp.all(batched.outcome.all_converged))
 
     def single(state):
         sol = jr.simulate(integrator, model, state, 0.1, 50, save_every=50)
-        return sol.final_state, sol.newton.all_converged
+        return sol.final_state, sol.outcome.all_converged
 
     singles, converged = jax.jit(lambda s: jax.lax.map(single, s))(ensemble)
     assert bool(jnp.all(converged))
@@ -123,15 +123,15 @@ def test_time_step_limit_at_relative_equilibrium(method, axis):
     for fraction in (0.3, 0.9):
         h = fraction * limit
         sol = jr.simulate(integrator, model, state0, h, 50, save_every=50)
-        assert bool(sol.newton.all_converged)
+        assert bool(sol.outcome.all_converged)
         phi = 50 * np.arcsin(h * L / moments[axis])
         e = np.eye(3)[axis]
         K = np.array([[0, -e[2], e[1]], [e[2], 0, -e[0]], [-e[1], e[0], 0]])
         R_exact = np.eye(3) + np.sin(phi) * K + (1 - np.cos(phi)) * (K @ K)
         np.testing.assert_allclose(np.asarray(sol.final_state.R), R_exact, rtol=0, atol=1e-12)
     over = jr.simulate(integrator, model, state0, 1.02 * limit, 50, save_every=50)
-    assert not bool(over.newton.all_converged)
-    assert int(over.newton.first_failure) == 0
+    assert not bool(over.outcome.all_converged)
+    assert int(over.outcome.first_failure) == 0
 
 
 def _separatrix_family(moments, L, offsets):
@@ -160,7 +160,7 @@ def test_no_instability_near_the_separatrix(dt):
     model = _model(ASYMMETRIC)
     for method in METHODS:
         sol = jr.simulate(DMV_METHODS[method](), model, _ensemble(Pi0), dt, 2000, save_every=10)
-        assert bool(jnp.all(sol.newton.all_converged)), method
+        assert bool(jnp.all(sol.outcome.all_converged)), method
         P = np.asarray(sol.states.Pi)
         s = P[np.arange(len(Pi0)), :, keeps_sign]
         assert np.all(np.sign(s) == np.sign(s[:, :1])), method
@@ -184,6 +184,6 @@ def test_second_order_on_krysls_slow_top(method):
     dts, errors = [0.004, 0.002, 0.001], []
     for dt in dts:
         sol = jr.simulate(DMV_METHODS[method](), model, state0, dt, int(round(2.0 / dt)))
-        assert bool(sol.newton.all_converged)
+        assert bool(sol.outcome.all_converged)
         errors.append(np.linalg.norm(np.asarray(sol.final_state.Pi) - Pi_ref))
     assert 1.9 <= measured_order(dts, errors) <= 2.1

@@ -27,7 +27,7 @@ def _run(model, state0, dt, n_steps, integrator=None):
     states, s, t = [state0], state0, 0.0
     for _ in range(n_steps // CHUNK):
         sol = jr.simulate(integrator, model, s, dt, CHUNK, t0=t)
-        assert bool(sol.newton.all_converged)
+        assert bool(sol.outcome.all_converged)
         states.append(jax.tree_util.tree_map(lambda x: x[1:], sol.states))
         s, t = sol.final_state, t + CHUNK * dt
     return jax.tree_util.tree_map(

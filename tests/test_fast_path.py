@@ -57,8 +57,8 @@ def test_where_every_fast_step_succeeds_the_answer_is_imidms():
     assert _turn(model, s0, 0.01).max() < FAST_MAX_ANGLE
     a = jr.simulate(FAST, model, s0, 0.01, 400, save_every=100)
     b = jr.simulate(FULL, model, s0, 0.01, 400, save_every=100)
-    assert bool(jnp.all(a.newton.all_converged))
-    assert int(jnp.max(a.newton.max_iterations)) == 2  # the fast form was kept
+    assert bool(jnp.all(a.outcome.all_converged))
+    assert int(jnp.max(a.outcome.max_iterations)) == 2  # the fast form was kept
     for x, y in zip(jax.tree_util.tree_leaves(a.states), jax.tree_util.tree_leaves(b.states)):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-13)
 
@@ -110,7 +110,7 @@ def test_members_that_turn_too_far_are_redone_with_the_full_settings():
     assert turns[1] < FAST_MAX_ANGLE < turns[2]
     a = jr.simulate(FAST, model, s0, 0.1, 100, save_every=25)
     b = jr.simulate(FULL, model, s0, 0.1, 100, save_every=25)
-    assert bool(jnp.all(a.newton.all_converged))
+    assert bool(jnp.all(a.outcome.all_converged))
     for x, y in zip(jax.tree_util.tree_leaves(a.states), jax.tree_util.tree_leaves(b.states)):
         np.testing.assert_array_equal(x[2:], y[2:])
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-13)
@@ -122,7 +122,7 @@ def test_a_member_no_form_can_step_reports_its_failure():
     model, s0 = _ensemble([1.0, 400.0])
     a = jr.simulate(FAST, model, s0, 0.05, 10)
     b = jr.simulate(FULL, model, s0, 0.05, 10)
-    ok = np.asarray(a.newton.all_converged)
+    ok = np.asarray(a.outcome.all_converged)
     assert ok[0] and not ok[1]
     assert int(a.outcome.result[1]) == int(b.outcome.result[1]) != RESULTS.successful
     cause = RESULTS(int(b.outcome.result[1])).name
@@ -157,7 +157,7 @@ def test_under_jit_vmap_grad_and_float32():
     model32, s32 = _ensemble([1.0, 4.0], jnp.float32)
     a = jr.simulate(FAST, model32, s32, 0.1, 50)
     b = jr.simulate(FULL, model32, s32, 0.1, 50)
-    assert a.final_state.Pi.dtype == jnp.float32 and bool(jnp.all(a.newton.all_converged))
+    assert a.final_state.Pi.dtype == jnp.float32 and bool(jnp.all(a.outcome.all_converged))
     # float32: both solves stop at eps32^¾ ≈ 6.5e-6 on the update; after 50 steps the
     # states agree to a few times that
     np.testing.assert_allclose(a.final_state.Pi, b.final_state.Pi, rtol=0, atol=5e-5)

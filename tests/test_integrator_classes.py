@@ -95,7 +95,7 @@ def test_a_table_under_the_wrong_base_is_refused():
             tableau = tb.GAUSS4
 
 
-def test_old_call_forms_build_the_named_classes():
+def test_call_forms_build_the_named_classes():
     assert type(RungeKutta(tableau=tb.GAUSS6)) is Gauss6
     assert type(RungeKutta()) is METHODS_BY_FAMILY["hamiltonian"]["rk4"]  # default RK4
     newton = jr.Newton(max_steps=7)
@@ -105,10 +105,10 @@ def test_old_call_forms_build_the_named_classes():
     assert type(MKRK(tableau=tb.RK4)) is MKRKRK4 and not MKRKRK4.implicit
     assert type(PartitionedRungeKutta()) is StormerVerlet
     assert type(PartitionedRungeKutta(tableau=STORMER_VERLET)) is StormerVerlet
-    # an explicit method has no Newton settings: one given the old way is ignored, loudly
-    with pytest.warns(DeprecationWarning, match="rk4 is explicit and takes no newton"):
-        rk4 = RungeKutta(tableau=tb.RK4, newton=newton)
-    assert "newton" not in _field_names(type(rk4))
+    # an explicit method has no Newton settings: one given is refused
+    with pytest.raises(TypeError, match="rk4 is explicit and takes no newton"):
+        RungeKutta(tableau=tb.RK4, newton=newton)
+    assert "newton" not in _field_names(type(RungeKutta(tableau=tb.RK4)))
 
 
 def test_a_users_table_gets_one_class_with_its_facts():
@@ -135,7 +135,7 @@ def test_a_composition_is_a_class_with_facts_from_its_members():
     assert type(triple_jump(jr.IMIDM(newton=jr.Newton(chord=True)))) is cls  # settings differ
     assert (cls.order, cls.implicit, cls.compensated_summation) == (4, True, True)
     assert cls.symmetric  # symmetric members, palindromic fractions
-    assert tj.stated_order == 4 and len(cls.fractions) == 3
+    assert tj.order == 4 and len(cls.fractions) == 3
     lopsided = Composition((jr.IMIDM(), jr.IMIDM()), (0.3, 0.7), stated_order=2)
     assert not type(lopsided).symmetric  # the fractions do not read the same backwards
     euler_pair = Composition(

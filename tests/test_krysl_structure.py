@@ -6,11 +6,13 @@ Newton tolerance (updates ≤ 2e-12 relative, errors after them of its square); 
 to |Π| ≈ 1 (torque-free) or 50 (fast top) covers a few steps of that.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import method, problem
+from helpers import method, one_step, problem
 
 from jaxrigid.integrators import (
     IMID,
@@ -37,8 +39,9 @@ def _close(a, b, scale):
     assert float(jnp.max(jnp.abs(a.R - b.R))) <= TOL
 
 
-def _run(step, model, state, t, dt, n):
-    step = jax.jit(step)  # one trace per call site; eager Newton loops would compile per step
+def _run(integrator, model, state, t, dt, n):
+    # one trace per call site; eager Newton loops would compile per step
+    step = jax.jit(functools.partial(one_step, integrator))
     for k in range(n):
         state, info = step(model, state, t + k * dt, dt)
         assert bool(info.converged)
@@ -54,12 +57,12 @@ def test_euler_steps_are_mutual_adjoints(case_name, fwd, bwd):
     model, s0 = problem(case_name)
     h = DT[case_name]
     scale = float(jnp.linalg.norm(s0.Pi))
-    s1, _ = fwd().advance(model, s0, 0.0, h)
-    back, info = bwd().advance(model, s1, h, -h)
+    s1, _ = one_step(fwd(), model, s0, 0.0, h)
+    back, info = one_step(bwd(), model, s1, h, -h)
     assert bool(info.converged)
     _close(back, s0, scale)
-    s1, _ = bwd().advance(model, s0, 0.0, h)
-    back, _ = fwd().advance(model, s1, h, -h)
+    s1, _ = one_step(bwd(), model, s0, 0.0, h)
+    back, _ = one_step(fwd(), model, s1, h, -h)
     _close(back, s0, scale)
     # and the pair is not trivially the identity
     assert float(jnp.max(jnp.abs(s1.Pi - s0.Pi))) > 1e3 * TOL * scale
@@ -79,8 +82,8 @@ def test_printed_algorithms_equal_their_euler_compositions(case_name, algorithm,
     model, s0 = problem(case_name)
     h = DT[case_name]
     composed = Composition((first(), second()), (0.5, 0.5), stated_order=2)
-    a = _run(algorithm().advance, model, s0, 0.0, h, 5)
-    b = _run(composed.advance, model, s0, 0.0, h, 5)
+    a = _run(algorithm(), model, s0, 0.0, h, 5)
+    b = _run(composed, model, s0, 0.0, h, 5)
     _close(a, b, float(jnp.linalg.norm(s0.Pi)))
 
 
@@ -97,10 +100,10 @@ def test_midpoint_and_trapezoid_are_conjugate(case_name, midpoint, trapezoid, bw
     bE, n steps of TRAP from t + Δt/2, and the inverse half step fE_{−Δt/2}."""
     model, s0 = problem(case_name)
     h, n = DT[case_name], 10
-    direct = _run(midpoint().advance, model, s0, 0.0, h, n)
-    y, _ = bwd().advance(model, s0, 0.0, h / 2)
-    y = _run(trapezoid().advance, model, y, h / 2, h, n)
-    conj, _ = fwd().advance(model, y, n * h + h / 2, -h / 2)
+    direct = _run(midpoint(), model, s0, 0.0, h, n)
+    y, _ = one_step(bwd(), model, s0, 0.0, h / 2)
+    y = _run(trapezoid(), model, y, h / 2, h, n)
+    conj, _ = one_step(fwd(), model, y, n * h + h / 2, -h / 2)
     _close(direct, conj, float(jnp.linalg.norm(s0.Pi)))
 
 
@@ -117,9 +120,9 @@ SYMMETRIC_CASES = [
 def test_symmetric_methods_retrace_their_steps(case_name, name):
     model, s0 = problem(case_name)
     h = DT[case_name]
-    step = method(name).advance
-    s1 = _run(step, model, s0, 0.0, h, 3)
-    back = _run(step, model, s1, 3 * h, -h, 3)
+    integrator = method(name)
+    s1 = _run(integrator, model, s0, 0.0, h, 3)
+    back = _run(integrator, model, s1, 3 * h, -h, 3)
     _close(back, s0, float(jnp.linalg.norm(s0.Pi)))
 
 
@@ -133,8 +136,8 @@ def test_non_symmetric_methods_do_not_retrace():
     model, s0 = problem("krysl-fast-top")
     h = DT["krysl-fast-top"]
     for name in ["fE", "bEM", "BBTRAPWD"]:
-        step = method(name).advance
-        back = _run(step, model, _run(step, model, s0, 0.0, h, 3), 3 * h, -h, 3)
+        integrator = method(name)
+        back = _run(integrator, model, _run(integrator, model, s0, 0.0, h, 3), 3 * h, -h, 3)
         assert float(jnp.max(jnp.abs(back.Pi - s0.Pi))) > 1e-9
 
 
@@ -147,8 +150,8 @@ def test_mkrk_reproduces_imidm_and_bbtrapwd(case_name, table, name):
     corrected stage torque T_(j); see jaxrigid.integrators.munthe_kaas)."""
     model, s0 = problem(case_name)
     h = DT[case_name]
-    a = _run(MKRK(tableau=table).advance, model, s0, 0.0, h, 5)
-    b = _run(method(name).advance, model, s0, 0.0, h, 5)
+    a = _run(MKRK(tableau=table), model, s0, 0.0, h, 5)
+    b = _run(method(name), model, s0, 0.0, h, 5)
     _close(a, b, float(jnp.linalg.norm(s0.Pi)))
 
 
@@ -163,8 +166,8 @@ def test_max_angle_changes_the_cost_not_the_steps(case_name, name):
     the identities above."""
     model, s0 = problem(case_name)
     h = DT[case_name]
-    a = _run(method(name).advance, model, s0, 0.0, h, 5)
-    b = _run(type(method(name))(max_angle=0.5).advance, model, s0, 0.0, h, 5)
+    a = _run(method(name), model, s0, 0.0, h, 5)
+    b = _run(type(method(name))(max_angle=0.5), model, s0, 0.0, h, 5)
     _close(a, b, float(jnp.linalg.norm(s0.Pi)))
 
 
@@ -174,8 +177,8 @@ def test_a_step_that_turns_beyond_max_angle_is_reported(name):
     max_angle = 0.05 the step breaks the promise and says so; with 0.5 it keeps it."""
     model, s0 = problem("krysl-torque-free")
     cls = type(method(name))
-    _, broken = jax.jit(cls(max_angle=0.05).advance)(model, s0, 0.0, 0.2)
-    _, kept = jax.jit(cls(max_angle=0.5).advance)(model, s0, 0.0, 0.2)
+    _, broken = jax.jit(functools.partial(one_step, cls(max_angle=0.05)))(model, s0, 0.0, 0.2)
+    _, kept = jax.jit(functools.partial(one_step, cls(max_angle=0.5)))(model, s0, 0.0, 0.2)
     assert not bool(broken.converged)
     assert bool(kept.converged)
 
@@ -186,7 +189,7 @@ def test_mkrk_with_the_printed_stage_torque_is_not_bbtrapwd():
     model, s0 = problem("krysl-fast-top")
     h = DT["krysl-fast-top"]
     R, Pi = s0
-    b, _ = method("BBTRAPWD").advance(model, s0, 0.0, h)
+    b, _ = one_step(method("BBTRAPWD"), model, s0, 0.0, h)
     # printed last stage: Π₂ = exp(−Ψ₂)(Π₀ + h(½ T₂ + ½ exp(Ψ₂) T₂)) with BBTRAPWD's Ψ₂
     from jaxrigid.lie import so3
 

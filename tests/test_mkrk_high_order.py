@@ -181,7 +181,7 @@ def test_batched_run_equals_unbatched_members(cls):
     ensemble = case.perturb(state0, np.random.default_rng(1), 0.05, 3)
     dt0, n0 = _run_order(cls)["krysl-slow-top"]
     batched = jr.simulate(cls(), model, ensemble, dt0, n0, save_every=n0)
-    assert bool(np.all(batched.newton.all_converged))
+    assert bool(np.all(batched.outcome.all_converged))
     assert batched.final_state.Pi.shape == (3, 3) and batched.final_state.R.shape == (3, 3, 3)
     for k in range(3):
         alone = integrate(cls(), model, jax.tree_util.tree_map(lambda x: x[k], ensemble), dt0, n0)
@@ -231,7 +231,7 @@ def test_float32_runs_and_conserves_spatial_momentum(cls):
     n = 200
     sol = jr.simulate(cls(), model, state0, jnp.float32(0.05), n, save_every=10)
     assert sol.final_state.Pi.dtype == jnp.float32 and sol.final_state.R.dtype == jnp.float32
-    assert bool(sol.newton.all_converged)
+    assert bool(sol.outcome.all_converged)
     assert bool(jnp.all(jnp.isfinite(sol.final_state.R)))
     states = [jax.tree_util.tree_map(lambda x: x[i], sol.states) for i in range(len(sol.ts))]
     pi_drift, rtr, _ = _invariant_drifts(model, states)

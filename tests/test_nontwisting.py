@@ -34,7 +34,7 @@ def run(model, state0, dt, n_steps):
     states, s, t = [state0], state0, 0.0
     for _ in range(n_steps // CHUNK):
         sol = jr.simulate(em.EnergyMomentumAVF(), model, s, dt, CHUNK, t0=t)
-        assert bool(sol.newton.all_converged), sol.newton
+        assert bool(sol.outcome.all_converged), sol.outcome
         states.append(jax.tree_util.tree_map(lambda x: x[1:], sol.states))
         s, t = sol.final_state, t + CHUNK * dt
     return jax.tree_util.tree_map(
@@ -228,7 +228,7 @@ def test_q2_is_4_at_the_printed_loads_once_h_resolves_the_rotation(name, refine)
         dt = H / refine / k
         per = int(round(1 / dt))
         sol = jr.simulate(em.EnergyMomentumAVF(), model, state0, dt, 5 * per, save_every=per)
-        assert bool(sol.newton.all_converged)
+        assert bool(sol.outcome.all_converged)
         xs.append(jnp.concatenate([sol.states.q, sol.states.v], axis=-1)[1:])
     np.testing.assert_allclose(second_quotient_of_precision(*xs), 4.0, atol=0.05)
 
@@ -283,7 +283,7 @@ def test_ensemble_of_10_4_velocities_and_loads_matches_single_runs():
         t0=t0,
         model_axes=axes,
     )
-    assert bool(jnp.all(sol.newton.all_converged))
+    assert bool(jnp.all(sol.outcome.all_converged))
     for i in (0, 1, 4567, n - 1):
         m_i = D.DirectorRigidBody(model.euler_inertia, D.MaterialPulseMoment(amps[i]), True)
         s_i = jax.tree_util.tree_map(lambda x: x[i], states)

@@ -62,7 +62,7 @@ def cloud(name):
     points = np.concatenate([polygon(center, N), polygon(center, 2 * N), probes])
     ensemble = CanonicalState(jnp.asarray(points[:, :1]), jnp.asarray(points[:, 1:]))
     sol = jr.simulate(METHODS[name](), model, ensemble, H, N_STEPS, save_every=SAVE_EVERY)
-    assert bool(np.all(sol.newton.all_converged))
+    assert bool(np.all(sol.outcome.all_converged))
     q, p = np.asarray(sol.states.q[..., 0]).T, np.asarray(sol.states.p[..., 0]).T  # (save, M)
     areas = [shoelace(q[:, s], p[:, s]) for s in (slice(0, N), slice(N, 3 * N))]
     coarse, fine = (a / a[0] for a in areas)

@@ -66,7 +66,7 @@ def com_trajectory(rep, method, dt, n_steps, save_every):
     """Centre of mass at every `save_every`-th step, without the initial state."""
     model, state0 = build(rep)
     sol = jr.simulate(integrator(method), model, state0, dt, n_steps, save_every=save_every)
-    assert bool(sol.newton.all_converged), sol.newton
+    assert bool(sol.outcome.all_converged), sol.outcome
     states = jax.tree_util.tree_map(lambda x: x[1:], sol.states)
     return np.asarray(COM[rep](states, PARAMS)), sol.final_state
 
@@ -77,7 +77,7 @@ def final_state(rep, method, dt, n_steps, chunk):
     model, state = build(rep)
     for _ in range(n_steps // chunk):
         sol = jr.simulate(integrator(method), model, state, dt, chunk, save_every=chunk)
-        assert bool(sol.newton.all_converged), sol.newton
+        assert bool(sol.outcome.all_converged), sol.outcome
         state = sol.final_state
     return state
 

@@ -64,7 +64,7 @@ def window_maxima(name: str, h: float, n_steps: int):
             observer=EnergyErrorMax(),
             observations0=(H0, jnp.zeros_like(H0)),
         )
-        assert bool(sol.newton.all_converged)
+        assert bool(sol.outcome.all_converged)
         state = sol.final_state
         worst.append(float(sol.observations[1]))
     return h * length * np.arange(1, N_WINDOWS + 1), np.asarray(worst)

@@ -1,6 +1,6 @@
 """Tableaux carry their own nodes: Lobatto IIIB's are `c = (0, 1)` (GNI Table II.2.2), not its
 row sums `(½, ½)`; stage `i` is evaluated at `t + c_i h` with the tableau's (for a partitioned
-pair: the common) nodes, in `runge_kutta.rk_step` (classical RK, Munthe-Kaas RK) and in
+pair: the common) nodes, in `runge_kutta`'s stages (classical RK, Munthe-Kaas RK) and in
 `PartitionedRungeKutta` for a time-dependent Hamiltonian.
 
 `HamiltonianSystem` is autonomous (`H(q, p, params)`, no time), so the time-dependent
@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import one_step
 from scipy.integrate import solve_ivp
 
 from jaxrigid.diagnostics import measured_order
@@ -27,14 +28,6 @@ from jaxrigid.models.hamiltonian import CanonicalState, HamiltonianSystem
 
 IIIA, IIIB = STORMER_VERLET.q, STORMER_VERLET.p
 OMEGA = 2.0
-
-
-def one_step(integrator, model, state, t, dt):
-    """`(state, info)` of one step from a fresh solver state (`advance` where the stepper
-    contract carries a solver state, else the older `step(model, state, t, dt)`)."""
-    if hasattr(integrator, "advance"):
-        return integrator.advance(model, state, t, dt)
-    return integrator.step(model, state, t, dt)
 
 
 def run(integrator, model, state0, t0, dt, n_steps):

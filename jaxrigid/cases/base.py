@@ -98,9 +98,6 @@ class Case:
     )
     ensemble_spread: float = 1e-2
     torque_free: bool = False  # descriptive: the body feels no torque
-    # descriptive, no longer consulted (kept for one release): the kind of torque, e.g.
-    # "heavy_top" (uniform gravity); which methods apply is asked of the methods (`accepts`)
-    torque_kind: str | None = None
     # an `AbstractObserver` built from the parameters, run every step inside the scan (and
     # continued across the CLI's chunks); its final carry goes to `observation_observables`
     observer: Callable[[dict[str, float]], Any] | None = None

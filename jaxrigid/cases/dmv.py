@@ -160,7 +160,6 @@ HEAVY_TOP = Case(
     build=_build_heavy_top,
     perturb=perturb_momentum,
     observables=_heavy_top_observables,
-    torque_kind="heavy_top",
 )
 
 CASES.append(HEAVY_TOP)

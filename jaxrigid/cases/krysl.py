@@ -124,7 +124,6 @@ def _top_case(name, title, section, description, psi1, omega3):
         build=_build_top,
         perturb=perturb_momentum,
         observables=_top_observables,
-        torque_kind="heavy_top",  # uniform gravity (HeavyTopPotential): DMV applies too
     )
 
 

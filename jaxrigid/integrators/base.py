@@ -15,7 +15,6 @@ differentiates.
 # `eqx.AbstractClassVar[...]` for a field.
 import abc
 import re
-import warnings
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -64,7 +63,7 @@ class AbstractIntegrator(eqx.Module):
     model_types: ClassVar[tuple[type, ...]] = ()
     torque_free_only: ClassVar[bool] = False  # e.g. DMV: the free rigid body only
     # can carry its rounding error (`jaxrigid.compensated`): with its setting
-    # `compensated=True`, in its solver state; deprecated: a `Compensated` state
+    # `compensated=True`, in its solver state
     compensated_summation: ClassVar[bool] = False
     # a subclass of `composition.AbstractComposition` that runs a composition of this method
     # alone with work shared between its stages (LP-split: the kicks at the stage boundaries
@@ -101,12 +100,6 @@ class AbstractIntegrator(eqx.Module):
     @abc.abstractmethod
     def step(self, model, state, solver_state, t, dt):
         """Advance `state` at time `t` by `dt`. Returns `(state, solver_state, StepInfo)`."""
-
-    def advance(self, model, state, t, dt):
-        """One step from a fresh solver state: `(state, StepInfo)`. The `step(model, state,
-        t, dt)` of one release ago (kept for one release)."""
-        state1, _, info = self.step(model, state, self.init(model, state, t, dt), t, dt)
-        return state1, info
 
 
 class AbstractImplicitIntegrator(AbstractIntegrator):
@@ -161,19 +154,13 @@ def tableau_method(classes: dict, tableau, explicit_base: type, implicit_base: t
 
 
 def construct(cls: type, newton: Newton | None):
-    """`cls()`, with `newton` where given: the call forms `RungeKutta(tableau, newton)` and
-    `MKRK(tableau, newton)` of the release when those were one class each. An explicit
-    method has no Newton settings: a `newton` given for one is ignored with a
-    `DeprecationWarning` (accepted for one release)."""
+    """`cls()`, with `newton` where given: the call forms `RungeKutta(tableau, newton)`,
+    `MKRK(tableau, newton)` and `PartitionedRungeKutta(tableau, newton)`. An explicit method
+    has no Newton settings: a `newton` given for one is a `TypeError`."""
     if newton is None:
         return cls()
     if not cls.implicit:
-        warnings.warn(
-            f"{cls.name} is explicit and takes no newton; it is ignored (accepted for one release)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return cls()
+        raise TypeError(f"{cls.name} is explicit and takes no newton")
     return cls(newton=newton)
 
 

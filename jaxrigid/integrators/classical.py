@@ -179,9 +179,7 @@ def rk_class(tableau: tb.ButcherTableau) -> type[AbstractRungeKutta]:
 
 
 def RungeKutta(tableau: tb.ButcherTableau = tb.RK4, newton: Newton | None = None):
-    """The Runge–Kutta method of `tableau`: an instance of `rk_class(tableau)` (the call form
-    of the release when `RungeKutta` was one class with a `tableau` field; a user's own table
-    is a method this way). `newton` applies to implicit tables; an explicit one has no
-    Newton settings, and a `newton` given for it is ignored with a `DeprecationWarning`
-    (accepted for one release)."""
+    """The Runge–Kutta method of `tableau`: an instance of `rk_class(tableau)` (a user's own
+    table is a method this way). `newton` applies to implicit tables; an explicit one has no
+    Newton settings, and a `newton` given for it is a `TypeError`."""
     return construct(rk_class(tableau), newton)

@@ -37,18 +37,13 @@ class AbstractComposition(AbstractIntegrator):
 
     Solver state: the tuple of the members' (each member keeps its own, e.g. its stages).
     Members that compensate (`compensated=True`: their solver state is the state's rounding
-    error) share one error, passed from each to the next, as a `Compensated` state was."""
+    error) share one error, passed from each to the next."""
 
     name: ClassVar[str] = "composition"
     member_classes: eqx.AbstractClassVar[tuple[type, ...]]
     fractions: eqx.AbstractClassVar[tuple[float, ...]]
     model_requirement: ClassVar[str] = "every composed method must integrate it"
     integrators: tuple
-
-    @property
-    def stated_order(self) -> int:
-        """The `order` (the name of the field of one release ago)."""
-        return self.order
 
     def __check_init__(self):
         classes = tuple(type(i) for i in self.integrators)
@@ -209,8 +204,7 @@ def Composition(
     integrators, fractions, stated_order: int = 1, name: str = "composition", reference: str = ""
 ) -> AbstractComposition:
     """The composition `Φ^{(m)}_{γ_m Δt} ∘ … ∘ Φ^{(1)}_{γ_1 Δt}` of the `integrators` with
-    step `fractions` `γ`, of the `stated_order`: an instance of its `composition_class` (the
-    call form of the release when `Composition` was one class)."""
+    step `fractions` `γ`, of the `stated_order`: an instance of its `composition_class`."""
     integrators, fractions = tuple(integrators), tuple(float(g) for g in fractions)
     if len(integrators) != len(fractions) or not integrators:
         raise ValueError("Composition needs one fraction per integrator (and at least one)")

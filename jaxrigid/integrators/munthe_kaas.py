@@ -204,7 +204,6 @@ def mkrk_class(tableau: ButcherTableau) -> type[AbstractMKRK]:
 
 def MKRK(tableau: ButcherTableau = IMPLICIT_MIDPOINT, newton: Newton | None = None):
     """The Munthe-Kaas RK method of `tableau` (default ½|1, i.e. IMIDM): an instance of
-    `mkrk_class(tableau)` (the call form of the release when `MKRK` was one class with a
-    `tableau` field). `newton` applies to implicit tables; given for an explicit one it is
-    ignored with a `DeprecationWarning` (accepted for one release)."""
+    `mkrk_class(tableau)`. `newton` applies to implicit tables; given for an explicit one it
+    is a `TypeError`."""
     return construct(mkrk_class(tableau), newton)

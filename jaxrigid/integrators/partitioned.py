@@ -234,7 +234,6 @@ def partitioned_class(tableau: PartitionedTableau) -> type[AbstractPartitionedRu
 def PartitionedRungeKutta(
     tableau: PartitionedTableau = STORMER_VERLET, newton: Newton | None = None
 ):
-    """The partitioned RK method of `tableau`: an instance of `partitioned_class(tableau)` (the
-    call form of the release when `PartitionedRungeKutta` was one class with a `tableau`
-    field; default Störmer–Verlet)."""
+    """The partitioned RK method of `tableau`: an instance of `partitioned_class(tableau)`
+    (default Störmer–Verlet)."""
     return construct(partitioned_class(tableau), newton)

@@ -115,12 +115,3 @@ def implicit_rk_step(F, y0, h, tableau: ButcherTableau, newton, slopes):
     K = stage_derivatives(z.reshape(s, n))
     slopes = next_slopes(K, c, tableau.b, info.converged) if extrapolates(c) else None
     return y0 + h * (b @ K), slopes, info
-
-
-def rk_step(F, y0, h, tableau: ButcherTableau, newton):
-    """One RK step from the first step's start (`f(y0)` for every stage derivative): the
-    engine's single entry of one release ago. Returns `(y1, StepInfo)`."""
-    if tableau.explicit:
-        return explicit_rk_step(F, y0, h, tableau)
-    y1, _, info = implicit_rk_step(F, y0, h, tableau, newton, None)
-    return y1, info
