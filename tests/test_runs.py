@@ -125,8 +125,9 @@ def _gauss4(case: str):
 def test_a_chunked_run_is_one_simulate_call():
     """Three chunks continued by `run_chunks` equal one `simulate` call of all their steps
     bit for bit: the saved and final states, each step's Newton iteration count (3 or 4
-    here), the outcome, the observer's carry and the solver state (the saved times to round-off: see below). The
-    boundaries matter: restarting the solver state at them changes the iteration counts.
+    here), the outcome, the observer's carry and the solver state (the saved times to
+    round-off: see below). The boundaries matter: restarting the solver state at them
+    changes the iteration counts.
     (The chunks' programs are shaped differently from the one call's, which the suite's fast
     build rounds differently: XLA's defaults, as users' programs.)"""
     integrator, model, state0 = _gauss4("krysl-fast-top")
