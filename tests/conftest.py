@@ -28,8 +28,6 @@ def pytest_configure(config):
     XLA's settings (`xla_settings`) go first, before any backend starts: the fast build for
     the default suite, XLA's defaults where the mark expression selects the slow tests (long
     runs, where optimised code pays)."""
-    if os.environ.get("_EXPERIMENT_GC"):
-        gc.set_threshold(*map(int, os.environ["_EXPERIMENT_GC"].split(",")))
     if not re.search(r"(?<!not )\bslow\b", config.getoption("markexpr") or ""):
         xla_settings.apply_fast_build()
     # jax reads the variable when it is first imported, which may have been before
