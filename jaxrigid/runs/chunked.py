@@ -13,8 +13,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from .. import simulation
 from ..results import Outcome
 
 __all__ = [
@@ -77,7 +80,6 @@ class ChunkedRun:
 def nonfinite_members(state, ndims) -> np.ndarray:
     """Per member (or a scalar for one trajectory): any non-finite value in the state;
     `ndims` are the leaves' event ranks (`model.state_event_ndims()`)."""
-    import jax
 
     def bad(x, e):
         x = np.asarray(x)
@@ -90,7 +92,6 @@ def nonfinite_members(state, ndims) -> np.ndarray:
 def where_members(mask, a, b):
     """Members of `a` where `mask`, else of `b` (leaves with the ensemble's leading axes:
     states, solver states, outcomes)."""
-    import jax
 
     def pick(x, y):
         x, y = np.asarray(x), np.asarray(y)
@@ -101,8 +102,6 @@ def where_members(mask, a, b):
 
 def nan_like(tree):
     """A tree of NaN arrays shaped as `tree`'s leaves."""
-    import jax
-
     return jax.tree_util.tree_map(lambda x: np.full(np.shape(x), np.nan), tree)
 
 
@@ -110,9 +109,6 @@ def fresh_solver_state(integrator, model, state, t, dt, ndims):
     """The method's initial solver state (`integrator.init`) for `state` at time `t`, per
     member: `init` is mapped over the state's leading (ensemble) axes, those beyond its
     leaves' event ranks `ndims`."""
-    import jax
-    import jax.numpy as jnp
-
     leaf, event = jax.tree_util.tree_leaves(state)[0], jax.tree_util.tree_leaves(ndims)[0]
     t, dt = jnp.asarray(t, leaf.dtype), jnp.asarray(dt, leaf.dtype)
     init = lambda s: integrator.init(model, s, t, dt)  # noqa: E731
@@ -156,8 +152,6 @@ def _joined(a: Outcome, b: Outcome) -> Outcome:
 def _time_axis_op(fn, ndims, *trees):
     """Apply `fn(leaves..., axis)` with `axis` the time axis of each leaf (just before its
     event axes)."""
-    import jax
-
     return jax.tree_util.tree_map(lambda e, *xs: fn(*xs, axis=xs[0].ndim - e - 1), ndims, *trees)
 
 
@@ -171,8 +165,6 @@ class _Joined:
     def add(self, sol, masked, offset: int) -> None:
         """Add the chunk `sol` that starts `offset` steps into the run; the members in
         `masked` were restarted before it (their states NaN, their outcomes cleared)."""
-        import jax
-
         states = jax.tree_util.tree_map(np.asarray, sol.states)
         if masked.any():
             states = where_members(masked, nan_like(states), states)
@@ -207,10 +199,6 @@ class _Joined:
 
 def _simulate_chunk(integrator, model, carry, dt, steps, save_every, t, observer):
     """One chunk: `simulate` from `carry = (state, observations, solver_state)` at `t`."""
-    import jax
-
-    from .. import simulation
-
     # every chunk's inputs committed to one device, as the outputs of a stored program are
     # (`program_store`): one program for all chunks, not one for the first and one for the rest
     state, observations, solver_state = jax.device_put(carry, jax.devices()[0])
@@ -266,8 +254,6 @@ def run_chunks(
     **Raises:** `ChunkInputError` (a `ValueError`) when `simulate` refuses a chunk's input,
     naming its first step and time (step 0: `state0` or the model itself).
     """
-    import jax
-
     if not chunks:
         raise ValueError("run_chunks: no chunks to run")
     ndims = model.state_event_ndims()
