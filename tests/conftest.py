@@ -47,6 +47,14 @@ _CHILD_REPORT = "_JAXRIGID_CHILD_REPORT"  # set in a child: where it writes its 
 _child_outcomes: dict[str, dict] = {}  # the parent's: node id -> outcome, by module
 
 
+def _read_outcomes(path: str) -> dict:
+    """A child's outcomes so far (none before its first report)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def _marked(item) -> bool:
     return item.get_closest_marker("xla_defaults") is not None
 
@@ -63,7 +71,7 @@ def _run_child(item) -> None:
         child = subprocess.run(
             cmd + nodeids, env=env, cwd=item.config.rootpath, capture_output=True, text=True
         )
-        got = json.load(open(report)) if os.path.exists(report) else {}
+        got = _read_outcomes(report)
     for nodeid in nodeids:  # a test the child never reported (a crash) fails with its output
         _child_outcomes[nodeid] = got.get(nodeid) or {
             "outcome": "failed",
@@ -83,7 +91,7 @@ def pytest_pyfunc_call(pyfuncitem):
         _run_child(pyfuncitem)
     result = _child_outcomes.pop(pyfuncitem.nodeid)
     if result["outcome"] == "skipped":
-        pytest.skip(result["text"])
+        pytest.skip(f"in the child pytest with XLA's defaults: {result['text']}")
     if result["outcome"] != "passed":
         pytest.fail(f"with XLA's defaults (a child pytest):\n{result['text']}", pytrace=False)
     return True
@@ -94,7 +102,7 @@ def pytest_runtest_logreport(report):
     path = os.environ.get(_CHILD_REPORT)
     if path is None or (report.when != "call" and report.passed):
         return
-    outcomes = json.load(open(path)) if os.path.exists(path) else {}
+    outcomes = _read_outcomes(path)
     if report.nodeid in outcomes and outcomes[report.nodeid]["outcome"] != "passed":
         return  # a setup failure or skip stands
     text = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
