@@ -18,12 +18,57 @@ from .integrators import BBTRAPWD as BBTRAPWD
 from .integrators import IMID as IMID
 from .integrators import IMIDM as IMIDM
 from .integrators import MKRK as MKRK
+from .integrators import MKRKRK4 as MKRKRK4
 from .integrators import RATTLE as RATTLE
+from .integrators import RK4 as RK4
+from .integrators import RKMK2 as RKMK2
+from .integrators import RKMK4 as RKMK4
+from .integrators import RKMK8 as RKMK8
 from .integrators import SWC1 as SWC1
 from .integrators import TRAP as TRAP
 from .integrators import TRAPM as TRAPM
+from .integrators import BackwardEuler as BackwardEuler
+from .integrators import BackwardEulerMomentum as BackwardEulerMomentum
+from .integrators import ChainGauss2 as ChainGauss2
+from .integrators import ChainGauss4 as ChainGauss4
+from .integrators import ChainGauss6 as ChainGauss6
+from .integrators import ChainRATTLE as ChainRATTLE
+from .integrators import DMV4Body as DMV4Body
+from .integrators import DMV4Spatial as DMV4Spatial
+from .integrators import DMV6Body as DMV6Body
+from .integrators import DMV6Spatial as DMV6Spatial
+from .integrators import DMV8Body as DMV8Body
+from .integrators import DMV8Spatial as DMV8Spatial
+from .integrators import DMV10Body as DMV10Body
+from .integrators import DMV10Spatial as DMV10Spatial
+from .integrators import DMVBody as DMVBody
+from .integrators import DMVCoupledBody as DMVCoupledBody
+from .integrators import DMVCoupledSpatial as DMVCoupledSpatial
+from .integrators import DMVSpatial as DMVSpatial
 from .integrators import EnergyMomentumAVF as EnergyMomentumAVF
+from .integrators import Euler as Euler
+from .integrators import ForwardEuler as ForwardEuler
+from .integrators import ForwardEulerMomentum as ForwardEulerMomentum
+from .integrators import Gauss2 as Gauss2
+from .integrators import Gauss4 as Gauss4
+from .integrators import Gauss6 as Gauss6
+from .integrators import ImplicitEuler as ImplicitEuler
+from .integrators import ImplicitMidpoint as ImplicitMidpoint
+from .integrators import LiePoissonSplitting as LiePoissonSplitting
+from .integrators import MidpointDLA as MidpointDLA
+from .integrators import MKRKGauss4 as MKRKGauss4
+from .integrators import MKRKGauss6 as MKRKGauss6
+from .integrators import MKRKMidpoint as MKRKMidpoint
+from .integrators import MKRKRK4Truncated as MKRKRK4Truncated
+from .integrators import NonholonomicDLA as NonholonomicDLA
+from .integrators import RadauIIA5 as RadauIIA5
+from .integrators import StormerVerlet as StormerVerlet
+from .integrators import SunGeng5 as SunGeng5
+from .integrators import SymplecticEulerA as SymplecticEulerA
+from .integrators import SymplecticEulerB as SymplecticEulerB
 from .integrators import compose as compose
+from .integrators import get_method as get_method
+from .integrators import methods_for as methods_for
 from .linear_solvers import AbstractLinearSolver as AbstractLinearSolver
 from .linear_solvers import BlockDiagonal as BlockDiagonal
 from .linear_solvers import DenseLU as DenseLU
@@ -52,5 +97,108 @@ from .simulation import Outcome as Outcome
 from .simulation import Solution as Solution
 from .simulation import StepFailedError as StepFailedError
 from .simulation import simulate as simulate
+
+__all__ = [
+    "compensated",
+    "controls",
+    "diagnostics",
+    "integrators",
+    "lie",
+    "linear_solvers",
+    "models",
+    "nonholonomic",
+    "rails",
+    "results",
+    "InvalidValueError",
+    "enable_compilation_cache",
+    "AKW",
+    "BBTRAP",
+    "BBTRAPWD",
+    "IMID",
+    "IMIDM",
+    "MKRK",
+    "MKRKRK4",
+    "RATTLE",
+    "RK4",
+    "RKMK2",
+    "RKMK4",
+    "RKMK8",
+    "SWC1",
+    "TRAP",
+    "TRAPM",
+    "BackwardEuler",
+    "BackwardEulerMomentum",
+    "ChainGauss2",
+    "ChainGauss4",
+    "ChainGauss6",
+    "ChainRATTLE",
+    "DMV4Body",
+    "DMV4Spatial",
+    "DMV6Body",
+    "DMV6Spatial",
+    "DMV8Body",
+    "DMV8Spatial",
+    "DMV10Body",
+    "DMV10Spatial",
+    "DMVBody",
+    "DMVCoupledBody",
+    "DMVCoupledSpatial",
+    "DMVSpatial",
+    "EnergyMomentumAVF",
+    "Euler",
+    "ForwardEuler",
+    "ForwardEulerMomentum",
+    "Gauss2",
+    "Gauss4",
+    "Gauss6",
+    "ImplicitEuler",
+    "ImplicitMidpoint",
+    "LiePoissonSplitting",
+    "MidpointDLA",
+    "MKRKGauss4",
+    "MKRKGauss6",
+    "MKRKMidpoint",
+    "MKRKRK4Truncated",
+    "NonholonomicDLA",
+    "RadauIIA5",
+    "StormerVerlet",
+    "SunGeng5",
+    "SymplecticEulerA",
+    "SymplecticEulerB",
+    "compose",
+    "get_method",
+    "methods_for",
+    "AbstractLinearSolver",
+    "BlockDiagonal",
+    "DenseLU",
+    "Krylov",
+    "AbstractModel",
+    "DirectorRigidBody",
+    "DirectorState",
+    "RigidBody",
+    "RigidBodyState",
+    "RollingBall",
+    "RollingBallState",
+    "RollingBallUnreduced",
+    "RollingBallUnreducedState",
+    "RollingDisk",
+    "RollingDiskState",
+    "Suslov",
+    "SuslovState",
+    "Newton",
+    "NewtonInfo",
+    "LagrangeDAlembertState",
+    "LagrangeDAlembertSystem",
+    "AbstractObserver",
+    "RESULTS",
+    "IncompatibleModelError",
+    "Outcome",
+    "Solution",
+    "StepFailedError",
+    "simulate",
+]
+"""The public names: the modules, the models, the integrators (every registered method, by
+its class name: `get_method` finds them by their canonical names), `simulate` and its
+results."""
 
 __version__ = "0.1.0"  # the one place it is written: pyproject reads it at build time

@@ -4,6 +4,7 @@ Fast: the names are resolved before any model is integrated or any program is co
 from __future__ import annotations
 
 import importlib.resources
+import re
 import tomllib
 from pathlib import Path
 
@@ -54,12 +55,15 @@ def test_did_you_mean_names_up_to_three_nearest():
         (["control", "reach-piont"], "valid problems: reach-point", "reach-point"),
         (["run", TF, "--ensembel", "3"], "unrecognized arguments: --ensembel 3", "--ensemble"),
         (["--no-compilaton-cache", "cases"], "unrecognized", "--no-compilation-cache"),
+        (["methdos"], "invalid choice: 'methdos' (choose from", "methods"),
+        (["control", "reach-point", "--mode", "dynamc"], "invalid choice: 'dynamc'", "dynamic"),
     ],
 )
 def test_the_command_suggests_the_nearest_name(args, existing, suggestion, capsys, tmp_path):
     """The message keeps its text and list of valid names, and ends with the suggestion."""
     line = _error(args, capsys, tmp_path)
-    assert line.startswith("jaxrigid: error: ") and existing in line
+    # argparse names the subcommand of an option's error: "jaxrigid control: error: ..."
+    assert re.match(r"jaxrigid( control)?: error: ", line) and existing in line
     assert f"; did you mean '{suggestion}'" in line and line.endswith("?")
 
 

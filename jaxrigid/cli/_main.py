@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from typing import NoReturn
 
 from .._suggest import did_you_mean
 from .control import add_parser as add_control_parser
@@ -18,11 +20,28 @@ from .sweep import cmd_sweep
 # ----------------------------------------------------------------------------------------
 # Argument parsing
 
+# argparse's message for a value outside `choices` (quotes around the choices vary between
+# Python versions)
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" error names the nearest choices (argparse's
+    own `suggest_on_error` exists from Python 3.14 only). Its subcommands' parsers are of
+    this class too (`add_subparsers` makes them of the parser's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        found = _INVALID_CHOICE.search(message)
+        if found:
+            choices = [c.strip(" '\"") for c in found["choices"].split(",")]
+            message += did_you_mean(found["value"], choices)
+        super().error(message)
+
 
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jaxrigid", description="Structure-preserving rigid-body integrators in JAX."
     )
     parser.add_argument("--version", action="version", version=f"jaxrigid {__version__}")

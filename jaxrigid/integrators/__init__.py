@@ -43,6 +43,14 @@ from .dmv_coupled import DMVCoupledBody as DMVCoupledBody
 from .dmv_coupled import DMVCoupledSpatial as DMVCoupledSpatial
 from .dmv_preprocessed import PREPROCESSED_DMV_CLASSES
 from .dmv_preprocessed import PREPROCESSED_DMV_METHODS as PREPROCESSED_DMV_METHODS
+from .dmv_preprocessed import DMV4Body as DMV4Body
+from .dmv_preprocessed import DMV4Spatial as DMV4Spatial
+from .dmv_preprocessed import DMV6Body as DMV6Body
+from .dmv_preprocessed import DMV6Spatial as DMV6Spatial
+from .dmv_preprocessed import DMV8Body as DMV8Body
+from .dmv_preprocessed import DMV8Spatial as DMV8Spatial
+from .dmv_preprocessed import DMV10Body as DMV10Body
+from .dmv_preprocessed import DMV10Spatial as DMV10Spatial
 from .dmv_preprocessed import preprocessed_dmv as preprocessed_dmv
 from .energy_momentum import ENERGY_MOMENTUM_METHODS as ENERGY_MOMENTUM_METHODS
 from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
@@ -59,8 +67,11 @@ from .munthe_kaas import MKRK as MKRK
 from .munthe_kaas import MKRK_CLASSES
 from .munthe_kaas import MKRKRK4 as MKRKRK4
 from .munthe_kaas import MKRKGauss4 as MKRKGauss4
+from .munthe_kaas import MKRKGauss6 as MKRKGauss6
 from .munthe_kaas import MKRKMidpoint as MKRKMidpoint
+from .munthe_kaas import MKRKRK4Truncated as MKRKRK4Truncated
 from .nonholonomic_lie import NONHOLONOMIC_LIE_CLASSES
+from .nonholonomic_lie import NonholonomicDLA as NonholonomicDLA
 from .nonholonomic_midpoint import NONHOLONOMIC_MIDPOINT_CLASSES
 from .nonholonomic_midpoint import MidpointDLA as MidpointDLA
 from .partitioned import PARTITIONED_CLASSES
@@ -68,6 +79,9 @@ from .partitioned import PartitionedRungeKutta as PartitionedRungeKutta
 from .partitioned import StormerVerlet as StormerVerlet
 from .partitioned import SymplecticEulerA as SymplecticEulerA
 from .partitioned import SymplecticEulerB as SymplecticEulerB
+from .quaternion_rkmk import RKMK2 as RKMK2
+from .quaternion_rkmk import RKMK4 as RKMK4
+from .quaternion_rkmk import RKMK8 as RKMK8
 from .quaternion_rkmk import RKMK_CLASSES
 from .rattle import RATTLE as RATTLE
 from .rattle import RATTLE_METHODS as RATTLE_METHODS
@@ -164,18 +178,34 @@ def methods_for(model) -> list[str]:
     return names
 
 
-def get_method(name: str, family: str = "rigid_body"):
-    """A fresh integrator by (case-insensitive) name; `ValueError` listing the valid names.
-    `<method>:<scheme>` is the method composed by a scheme of `COMPOSITION_SCHEMES`
-    (`IMIDM:kahan-li8`; `compose`)."""
+def get_method(name: str, family: str | None = None):
+    """A fresh integrator by (case-insensitive) canonical name (`"IMIDM"`, `"rkmk4"`,
+    `"dmv-body"`) or class name (`"MKRKMidpoint"`, `"ChainGauss6"`); `ValueError` listing the
+    valid names. `<method>:<scheme>` is the method composed by a scheme of
+    `COMPOSITION_SCHEMES` (`IMIDM:kahan-li8`; `compose`).
+
+    Without `family` every registered method is searched, in registry order. A few canonical
+    names belong to two families (`gauss2/4/6` and `rattle` to the Hamiltonian or constrained
+    body and to the chain, `dmv-body`/`dmv-spatial` to the free and the coupled bodies): the
+    first registered wins, and `family` (`"chain"`, `"coupled_bodies"`) or the class name picks
+    the other."""
     base, sep, scheme = name.partition(":")
     if sep:
         return compose(get_method(base, family), scheme.lower())
-    methods = METHODS_BY_FAMILY[family]
-    for key, factory in methods.items():
-        if key.lower() == name.lower():
-            return factory()
+    if family is not None and family not in METHODS_BY_FAMILY:
+        raise ValueError(
+            f"unknown family {family!r}; valid: {', '.join(METHODS_BY_FAMILY)}"
+            + did_you_mean(family, METHODS_BY_FAMILY)
+        )
+    classes = [c for c in REGISTRY if family is None or family_of(c) == family]
+    wanted = name.lower()
+    for by in (lambda c: c.name, lambda c: c.__name__):
+        for cls in classes:
+            if by(cls).lower() == wanted:
+                return cls()
+    names = list(dict.fromkeys(c.name for c in classes))
+    where = "" if family is None else f" for {family} cases"
     raise ValueError(
-        f"unknown method {name!r} for {family} cases; valid: {', '.join(methods)}"
-        + did_you_mean(name, methods)
+        f"unknown method {name!r}{where}; valid: {', '.join(names)}"
+        + did_you_mean(name, names + [c.__name__ for c in classes])
     )
