@@ -78,7 +78,7 @@ def time_checks(t0, dt, n_steps, dtype) -> list[Check]:
 
 
 def check_time_types(t0, dt) -> None:
-    """Types before values (issue 32): `dt` and `t0` are real numbers — a boolean (`True`
+    """Types before values: `dt` and `t0` are real numbers — a boolean (`True`
     would be a step of 1) or a string is refused, also as an array or a traced value (its
     dtype is known when tracing)."""
     for name, x in (("dt", dt), ("t0", t0)):

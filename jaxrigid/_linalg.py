@@ -36,7 +36,7 @@ def _split(v, axis):
     `bench/compile_cost.py` compile to the same instructions), but the transpose is one
     `concatenate` of the entries' cotangents, where a slice per entry transposes to a
     zero-padded array each and their sum: the reverse pass of an IMIDM step had 87 such pads
-    and ran 2.2× slower (issue 31)."""
+    and ran 2.2× slower."""
     parts = lax.split(v, (1,) * v.shape[axis], axis)
     return [lax.squeeze(p, (axis,)) for p in parts]
 

@@ -173,7 +173,7 @@ def simulate(
         )
         solution = _input_checks.mark_invalid(solution, invalid, len(batch_shape))
     note = ""
-    if throw is None:  # under a derivative the caller cannot see the outcome (issue 32)
+    if throw is None:  # under a derivative the caller cannot see the outcome
         throw = checks == "raise" and _checks.is_differentiated(*inputs, t0, dt)
         note = _UNDER_A_DERIVATIVE
     if throw:

@@ -1,5 +1,5 @@
 """`jaxrigid control PROBLEM`: optimise the rolling ball's rail controls for a named problem
-(issue 14; `jaxrigid.control.problems`).
+(`jaxrigid.control.problems`).
 
     jaxrigid control PROBLEM [--iterations N] [--starts K] [--method M] [--dt H]
                              [--mode prescribed|dynamic] [--out DIR] [--json]

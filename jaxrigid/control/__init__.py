@@ -1,4 +1,4 @@
-"""Trajectory optimisation of the rolling ball's internal masses (issue 14; the model note
+"""Trajectory optimisation of the rolling ball's internal masses (the model note
 `shared/models/rolling-ball.md`, "Optimal control"): parametrised controls `θ(t)`
 (prescribed masses) and actuations `u(t)` (dynamic masses, forces on the rails), composable
 costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and

@@ -1,4 +1,4 @@
-"""The bases of the parametrised controls and actuations (issue 14): each written once and
+"""The bases of the parametrised controls and actuations: each written once and
 shared by the control `θ(t)` and the actuation `u(t)` on it (`parametrisations`).
 
 - `_LinearInCoefficients`: a function of `t` linear in `coefficients (M, n)` through `M` basis

@@ -1,4 +1,4 @@
-"""Composable costs of a simulated rolling-ball trajectory (issue 14; the model note,
+"""Composable costs of a simulated rolling-ball trajectory (the model note,
 "Optimal control" and "Where the model holds").
 
 A cost term is an `equinox.Module` `term(trajectory, control) -> ()`; terms add and scale

@@ -1,6 +1,6 @@
 """Gradient-based optimisation of control coefficients: an augmented Lagrangian around an
 L-BFGS minimiser (`control.lbfgs`, one evaluation per iteration; or any `optax` method),
-`jax.grad` through the simulation (issue 14; the model note, "Optimal control").
+`jax.grad` through the simulation (the model note, "Optimal control").
 
 The problem is `min f(p)` subject to `c(p) = 0` (`p` the coefficients, `c` e.g. the terminal
 miss `x(T)[:2] − x*`). Instead of a fixed trade-off `f + w|c|²`, which leaves a miss of order

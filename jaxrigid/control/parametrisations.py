@@ -1,4 +1,4 @@
-"""Parametrised rail controls `θᵢ(t)` with a fixed number of coefficients (issue 14).
+"""Parametrised rail controls `θᵢ(t)` with a fixed number of coefficients.
 
 The model note (`shared/models/rolling-ball.md`, "Optimal control"; mode 1 "prescribed
 (kinematic) actuation") steers the ball by choosing the rail positions `θᵢ(t)`; the ball's

@@ -1,4 +1,4 @@
-"""A trajectory-optimisation problem (issue 14): `ControlProblem` binds a model carrying a
+"""A trajectory-optimisation problem: `ControlProblem` binds a model carrying a
 parametrised object, the initial state, an integrator and step, a cost and constraints;
 called on the coefficients it returns `(f, c, g)` (what `optimise` minimises). The two modes
 of the model note:

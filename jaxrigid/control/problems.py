@@ -1,4 +1,4 @@
-"""Named trajectory-optimisation problems on the `rolling-ball-two-circles` ball (issue 14).
+"""Named trajectory-optimisation problems on the `rolling-ball-two-circles` ball.
 
 Each builder returns a `ControlProblem` (`problem`). Every problem uses the ball of
 `jaxrigid.models.rolling_ball.two_circles_ball` (its shell, masses, rails and inertia), the

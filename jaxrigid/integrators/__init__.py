@@ -126,7 +126,7 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     ChainGauss4,
     ChainGauss2,
     ChainRATTLE,
-    *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers; issue 13), unit quaternions
+    *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers), unit quaternions
     *NONHOLONOMIC_LIE_CLASSES,
     *NONHOLONOMIC_MIDPOINT_CLASSES,  # any LagrangeDAlembertSystem, and the unreduced ball
 )

@@ -17,7 +17,7 @@ not vanish on random ones — a failed condition cannot hide.
 
 The coefficients are as published (Yoshida 1990; Suzuki 1990; Kahan & Li 1997; McLachlan
 1995; Sofroniou & Spaletta 2005), to the digits of the tables of Julia's
-OrdinaryDiffEq (`symplectic_tableaus.jl`), the peers of issue 17.
+OrdinaryDiffEq (`symplectic_tableaus.jl`).
 """
 
 from __future__ import annotations

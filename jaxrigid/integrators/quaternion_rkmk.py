@@ -1,5 +1,5 @@
 """Runge–Kutta–Munthe-Kaas (RKMK) methods on SO(3) × Rᵏ with the attitude as a unit quaternion:
-explicit, of order 2, 4 and 8 — the rolling ball's Lie-group integrators (issue 13).
+explicit, of order 2, 4 and 8 — the rolling ball's Lie-group integrators.
 
 **The models** (`integrates`): `RollingBall`, and any model of the same form: a `NamedTuple`
 state with a field `q`, the attitude as a unit quaternion (w, x, y, z), body → space, with

@@ -1,4 +1,4 @@
-"""Explicit Lie–Poisson splitting for a rigid body in a potential (issue 17).
+"""Explicit Lie–Poisson splitting for a rigid body in a potential.
 
 McLachlan (1993), "Explicit Lie–Poisson integration and the Euler equations", Phys. Rev.
 Lett. 71, 3043; Touma & Wisdom (1994), "Lie–Poisson integrators for rigid body dynamics in

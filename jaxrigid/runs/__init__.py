@@ -1,4 +1,4 @@
-"""A run as a library object (issue 33): its plan and its chunked continuation.
+"""A run as a library object: its plan and its chunked continuation.
 
 `planning`: the steps of `dt` that make `t_end` (`whole_steps`, `step_plan`) and the chunks a
 long run is integrated in (`plan_chunks`, `saves_for`; their bounds `CHUNK_STEPS`,

@@ -1,5 +1,5 @@
 """Parameter sweeps: a named case swept over axes of its parameters (initial conditions and
-model parameters), run in chunks into a resumable zarr store (issue 15).
+model parameters), run in chunks into a resumable zarr store.
 
     axes = (Grid("Omega1", -1, 1, 100), Grid("Omega2", -1, 1, 100))
     sweep = Sweep("krysl-torque-free", axes=axes)

@@ -1,4 +1,4 @@
-"""The axes of a sweep: which values of a case's parameters its members take (issue 15).
+"""The axes of a sweep: which values of a case's parameters its members take.
 
 A sweep's members are the Cartesian product of its axes, row-major (the last axis varies
 fastest), so member `m` is found from its index alone (`Axis.values(indices)`): a chunk of a

@@ -1,4 +1,4 @@
-"""Running a sweep on a Dask distributed cluster: one task per chunk (issue 15, "Hosts").
+"""Running a sweep on a Dask distributed cluster: one task per chunk.
 
     from distributed import Client, LocalCluster
     with LocalCluster(n_workers=2, threads_per_worker=1) as cluster, Client(cluster) as client:

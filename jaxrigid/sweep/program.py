@@ -1,4 +1,4 @@
-"""What one chunk of a sweep computes (issue 15): the planned sweep (`plan`: the case, its
+"""What one chunk of a sweep computes: the planned sweep (`plan`: the case, its
 fixed parameters, the method and step, checked) and the chunk program — the members'
 parameters (from the axes, by member index) → the case's `build`, `vmap`ped → `simulate` (one
 step for all, or each member's own when the step is swept) with the observers the `[keep]`

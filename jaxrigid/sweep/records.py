@@ -1,5 +1,5 @@
 """Completion records: what a sweep store's chunk holds, so that its data is verified rather
-than trusted (issue 32).
+than trusted.
 
 A chunk counts as finished only when its record `done/<index>` belongs to the store and the
 data verifies against it. The record (JSON, written atomically after every array of the chunk)

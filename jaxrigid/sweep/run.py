@@ -1,4 +1,4 @@
-"""Running a sweep in chunks into its store, resumably (issue 15); what a chunk computes is
+"""Running a sweep in chunks into its store, resumably; what a chunk computes is
 `program.py`.
 
 Every chunk holds `chunk_size` members (the last one padded by repeating its last member, the

@@ -1,5 +1,5 @@
 """A sweep's description: a named case, the method and step, fixed parameter values, the axes,
-and what to keep per member (issue 15). Written to the store with the results, so a sweep is
+and what to keep per member. Written to the store with the results, so a sweep is
 reproducible from its output alone (`Sweep.describe`, `Sweep.from_dict`).
 
 A spec file (TOML) is the same description:

@@ -1,6 +1,6 @@
 """The on-disk store of a sweep: a zarr (v3) group, one array per kept quantity with the
-members on the first axis, chunked exactly as the sweep is (issue 15), whose chunks are
-verified against completion records rather than trusted (issue 32, `records.py`).
+members on the first axis, chunked exactly as the sweep is, whose chunks are
+verified against completion records rather than trusted (`records.py`).
 
 Why zarr and not HDF5: a zarr chunk is its own file, so a sweep chunk's results are written
 without touching any other chunk's bytes (a kill during a write can damage only the chunk being

@@ -227,7 +227,7 @@ CASES = [
     ),
     _ball_case(
         "rolling-ball-two-circles",
-        "Rolling ball, two masses swinging on circles (issue 13's contract case)",
+        "Rolling ball, two masses swinging on circles (the contract case)",
         "(B.8)",
         "r = 1; shell m0 = 1, I = diag(0.4, 0.45, 0.5) about its centre of mass, "
         "chi0 = (0, 0, −0.1); g = 9.81, no external force; m1 = m2 = 0.25 on circles of "

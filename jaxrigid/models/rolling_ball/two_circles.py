@@ -1,4 +1,4 @@
-"""The two-circles ball: issue 13's contract case `rolling-ball-two-circles` as a preset,
+"""The two-circles ball: the contract case `rolling-ball-two-circles` as a preset,
 `two_circles_ball() -> (model, state0)`, with its horizon `TWO_CIRCLES_T_END`. The named
 case (`jaxrigid.cases`) and the control problems (`jaxrigid.control`) build on it."""
 
