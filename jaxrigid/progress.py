@@ -16,19 +16,24 @@ called once per iteration with the `K` starts' values as arrays (`jaxrigid._call
 also accepts one report per start, advancing once all `starts` have reported. It shows the
 least augmented Lagrangian `L_A` over the starts and that start's gradient norm.
 
+`phase(desc)` reports a step that has no count (building, re-simulating, writing files): one
+line when it starts and its time when it ends, on a terminal or not.
+
 No `jax` import: the callback receives numbers or arrays and reads them with `numpy`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
+from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["NON_TTY_MININTERVAL", "OptimiserProgress", "progress_bar"]
+__all__ = ["NON_TTY_MININTERVAL", "OptimiserProgress", "phase", "progress_bar"]
 
 NON_TTY_MININTERVAL = 5.0  # seconds between redraws when the output is not a terminal
 
@@ -69,6 +74,32 @@ def progress_bar(
     return tqdm(
         total=total, desc=desc, unit=unit, disable=disable, mininterval=mininterval, **kwargs
     )
+
+
+@contextlib.contextmanager
+def phase(desc: str, *, file: IO[str] | None = None, disable: bool = False) -> Iterator[None]:
+    """Report the step `desc` on `file` (default `sys.stderr`): `"desc ..."` when it starts
+    and `"desc: 12.3 s"` when it ends — on a terminal the second overwrites the first, else
+    each is a line of its own, so a log shows what a silent minute was spent on. A step that
+    raises reports nothing more (the error says what happened)."""
+    file = sys.stderr if file is None else file
+    if disable:
+        yield
+        return
+    tty = _isatty(file)
+    file.write(f"{desc} ..." + ("" if tty else "\n"))
+    file.flush()
+    start = time.perf_counter()
+    try:
+        yield
+    except BaseException:
+        if tty:
+            file.write("\n")
+            file.flush()
+        raise
+    done = f"{desc}: {time.perf_counter() - start:.1f} s"
+    file.write((f"\r{done:<{len(desc) + 4}}" if tty else done) + "\n")
+    file.flush()
 
 
 class OptimiserProgress:

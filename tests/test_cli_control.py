@@ -31,6 +31,7 @@ KEYS = {
     "tolerance",
     "converged",
     "seconds",
+    "total_seconds",
 }
 SHORT_RUN = ["reach-point", "--iterations", "4", "--starts", "2", "--dt", "0.25"]
 
@@ -96,6 +97,28 @@ def test_progress_lines(short_run):
     assert np.isfinite(grad_norm) and grad_norm >= 0.0
 
 
+def test_every_phase_after_the_optimiser_reports_its_time(short_run):
+    """After the bar, each long step says what it does when it starts and how long it took
+    when it ends (`jaxrigid.progress.phase`; stderr is no terminal: two lines each), in the
+    order they run; the JSON's `total_seconds` (building, optimising, re-simulating,
+    writing) covers the optimiser's `seconds`."""
+    report, stderr, _, _ = short_run
+    lines = [line for line in stderr.splitlines() if "%|" not in line]
+    steps = [
+        "reach-point: simulating the optimum (RKMK4, saved every step)",
+        "reach-point: re-simulating it (DLA, dt/4)",
+        "reach-point: writing reach-point.npz and the plot",
+    ]
+    expected = [line for step in steps for line in (step + " ...", step + ": ")]
+    shown = [line for line in lines if any(line.startswith(step) for step in steps)]
+    assert len(shown) == len(expected), lines
+    for line, start in zip(shown, expected):
+        assert line.startswith(start), (line, start)
+        if start.endswith(": "):
+            assert re.fullmatch(r"\d+\.\d s", line[len(start) :]), line
+    assert report["total_seconds"] >= report["seconds"] > 0
+
+
 def test_files(short_run):
     """`DIR/reach-point.npz`: `t` every step (21 times), `theta`, `theta_dot`, `theta_ddot`
     `(21, 2)`, `x (21, 3)`, the coefficients `(M, 2)`; the controls start at rest at −π/2;
@@ -153,6 +176,29 @@ def test_converged_within_tolerance(short_run, monkeypatch, tmp_path):
     with np.load(tmp_path / "reach-point.npz") as z:
         assert z["converged"].dtype == np.bool_ and bool(z["converged"])
     assert "error" not in stderr
+
+
+def test_text_summary(short_run, tmp_path):
+    """Without `--json` the summary gives the optimiser's time and the whole command's, and
+    reads the cost beside the infeasibility it was traded against (the programs are the
+    first run's: the same problem in the same process)."""
+    first, _, _, _ = short_run
+    rc, stdout, _ = _control([*SHORT_RUN, "--method", "rkmk4", "--out", str(tmp_path)])
+    assert rc == NOT_CONVERGED
+    head = re.fullmatch(
+        r"reach-point: RKMK4, dt = 0\.25, 4 iterations, 2 start\(s\): optimised in "
+        r"(\d+\.\d) s \(building included\), (\d+\.\d) s in all",
+        stdout.splitlines()[0],
+    )
+    assert head and float(head.group(2)) >= float(head.group(1)), stdout
+    cost = re.fullmatch(
+        r"cost (\S+) -> (\S+) while the infeasibility went (\S+) -> (\S+)",
+        stdout.splitlines()[1],
+    )
+    assert cost, stdout
+    assert float(cost.group(2)) == pytest.approx(first["cost_final"], rel=1e-5)
+    assert float(cost.group(4)) == pytest.approx(first["infeasibility"], rel=1e-3)
+    assert float(cost.group(3)) > float(cost.group(4))  # four iterations moved towards it
 
 
 def test_help_states_exit_statuses():

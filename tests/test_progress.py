@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrigid import progress
 from jaxrigid.control.optimise import AugmentedLagrangian, multi_start, optimise
 from jaxrigid.progress import NON_TTY_MININTERVAL, OptimiserProgress, progress_bar
 
@@ -133,3 +134,31 @@ def test_not_a_terminal_redraws_rarely():
     bar = progress_bar(10, file=io.StringIO(), mininterval=0.5)
     assert bar.mininterval == 0.5
     bar.close()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_phase_reports_its_start_and_its_time():
+    """Not a terminal: a line when the step starts, one with its time when it ends. A
+    terminal: the end overwrites the start (`\\r`, padded over it). A step that raises
+    reports no time."""
+    log = io.StringIO()
+    with progress.phase("writing files", file=log):
+        pass
+    first, second = log.getvalue().splitlines()
+    assert first == "writing files ..." and re.fullmatch(r"writing files: \d+\.\d s", second)
+    tty = _Terminal()
+    with progress.phase("re-simulating", file=tty):
+        pass
+    assert re.fullmatch(r"re-simulating \.\.\.\rre-simulating: \d+\.\d s *\n", tty.getvalue())
+    failed = io.StringIO()
+    with pytest.raises(RuntimeError, match="^boom$"), progress.phase("step", file=failed):
+        raise RuntimeError("boom")
+    assert failed.getvalue() == "step ...\n"
+    quiet = io.StringIO()
+    with progress.phase("step", file=quiet, disable=True):
+        pass
+    assert quiet.getvalue() == ""

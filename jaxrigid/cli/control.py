@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from .._suggest import did_you_mean
-from ..progress import OptimiserProgress
+from ..progress import OptimiserProgress, phase
 from .control_plot import plot_control
 from .errors import RunError, UsageError, warn
 from .output import _jsonable, make_out_dir
@@ -180,6 +180,7 @@ def cmd_control(args) -> int:
     from ..control.problems import get_problem, initial_guesses
     from ..program_store import stored_programs
 
+    started = time.perf_counter()  # the total the summary reports, building included
     name = _problem_name(args.problem)
     mode = getattr(args, "mode", "prescribed")
     if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
@@ -279,21 +280,31 @@ def cmd_control(args) -> int:
         arrays["target"] = np.asarray(problem.target_point())
     paths = [out / f"{name}.npz", out / f"{name}.png"]
     try:
-        np.savez(paths[0], **arrays)
-        if not plot_control(paths[1], problem, report, arrays, REFINE):
+        with phase(f"{name}: writing {paths[0].name} and the plot"):
+            np.savez(paths[0], **arrays)
+            plotted = plot_control(paths[1], problem, report, arrays, REFINE)
+        if not plotted:
             warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
             paths.pop()
     except OSError as err:
         raise RunError(f"cannot write into {str(out)!r}: {err}") from None
+    report["total_seconds"] = time.perf_counter() - started
 
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
         print(
-            f"{name}: {method}, dt = {problem.dt:g}, {total} iterations, {args.starts} start(s), "
-            f"{seconds:.1f} s"
+            f"{name}: {method}, dt = {problem.dt:g}, {total} iterations, {args.starts} start(s): "
+            f"optimised in {seconds:.1f} s (building included), "
+            f"{report['total_seconds']:.1f} s in all"
         )
-        print(f"cost {report['cost_initial']:.6g} -> {report['cost_final']:.6g}")
+        # the cost is what is minimised subject to the target: from the initial guess (often
+        # zero effort, far from the target) it rises while the infeasibility falls
+        print(
+            f"cost {report['cost_initial']:.6g} -> {report['cost_final']:.6g} while the "
+            f"infeasibility went {float(res.residual_norm_initial):.3e} -> "
+            f"{float(res.residual_norm):.3e}"
+        )
         finite = math.isfinite(problem.tolerance)
         tol = f" (tolerance {problem.tolerance:g})" if finite else ""
         print(
@@ -344,9 +355,11 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
         raise RunError(f"problem {name}: the optimisation produced non-finite coefficients")
     # one forward run per method, saved at every step (the miss and the clearance are read
     # from them: each distinct run is a compilation)
-    traj = _dense(problem, p)
+    with phase(f"{name}: simulating the optimum ({method}, saved every step)"):
+        traj = _dense(problem, p)
     re_method, re_integrator = _resimulation_method(method, problem.model)
-    resim = _dense(problem, p, re_integrator, REFINE)
+    with phase(f"{name}: re-simulating it ({re_method}, dt/{REFINE})"):
+        resim = _dense(problem, p, re_integrator, REFINE)
     return res, spread, seconds, traj, resim, re_method
 
 
