@@ -162,3 +162,22 @@ def test_a_phase_reports_its_start_and_its_time():
     with progress.phase("step", file=quiet, disable=True):
         pass
     assert quiet.getvalue() == ""
+
+
+def test_the_commands_run_bar_shows_off_a_terminal(capsys):
+    """`jaxrigid run`'s bar over steps (`cli.chunks.Progress`) writes to stderr also when it
+    is not a terminal (pytest captures it): `building ...` before the first chunk, the final
+    count when closed; nothing at all for a run of one chunk (`enabled=False`)."""
+    from jaxrigid.cli.chunks import Progress
+
+    bar = Progress(100, enabled=True)
+    for done in (0, 50, 100):
+        bar.update(done)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "0/100" in err and "building ..." in err
+    assert err.rstrip().endswith("]") and "100/100" in err.splitlines()[-1]
+    quiet = Progress(100, enabled=False)
+    quiet.update(100)
+    quiet.close()
+    assert capsys.readouterr().err == ""

@@ -4,8 +4,8 @@ the progress bar over the chunks and the clock of JAX's compile time."""
 from __future__ import annotations
 
 import math
-import sys
-import time
+
+from ..progress import progress_bar
 
 _COMPILE_EVENTS = frozenset(
     {
@@ -17,36 +17,24 @@ _COMPILE_EVENTS = frozenset(
 
 
 class Progress:
-    """A one-line progress bar on stderr (only when stderr is a terminal). The estimate of
-    the time left uses the chunks after the first, which includes the compilation."""
+    """The run's progress bar on stderr, in steps (`jaxrigid.progress.progress_bar`: redrawn
+    on a terminal, else a line every few seconds and the final one). It says `building ...`
+    until the first chunk is done (that chunk's time includes building its program); shown
+    only when the run has more than one chunk (`enabled`)."""
 
-    def __init__(self, total: int, enabled: bool, width: int = 30):
-        self.total, self.width, self.first = total, width, None
-        self.t0 = time.perf_counter()
-        self.enabled = enabled and sys.stderr.isatty()
+    def __init__(self, total: int, enabled: bool, desc: str | None = None):
+        self.bar = progress_bar(
+            total, desc=desc, unit="step", disable=not enabled, postfix="building ..."
+        )
 
     def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        now, frac = time.perf_counter(), done / self.total
-        if done == 0:
-            note = "compiling"
-        elif self.first is None:
-            self.first, note = (done, now), ""
-        else:
-            rate = (done - self.first[0]) / max(now - self.first[1], 1e-9)
-            note = f"~{(self.total - done) / rate:.0f} s left"
-        bar = "#" * int(self.width * frac)
-        sys.stderr.write(
-            f"\r[{bar:<{self.width}}] {100 * frac:5.1f}%  step {done}/{self.total}"
-            f"  {now - self.t0:.1f} s  {note:<16}"
-        )
-        sys.stderr.flush()
+        if done > self.bar.n:
+            if self.bar.n == 0:
+                self.bar.set_postfix_str("", False)
+            self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        self.bar.close()
 
 
 class CompileClock:
