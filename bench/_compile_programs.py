@@ -13,6 +13,9 @@ is never cached: set `JAXRIGID_BENCH_CHECKS=raise` to measure it).
 * `forward`: the torque-free body (`_harness.TorqueFree`), `members` members, default
   `IMIDM()`, end state only; diffrax Tsit5 and RK4 with `ConstantStepSize` (and Tsit5 with
   `PIDController(1e-8, 1e-8)`, supplementary), `jax.vmap(diffeqsolve)` (`_harness`'s runner).
+* `forward_direct`: the same ensemble, `simulate(IMIDM(), ...)` called directly, as the
+  README's examples do (it builds its own programs: the fast form, and the full method's only
+  where a member needs it), beside the same diffrax peers, in a worker of its own.
 * `gradient`: one trajectory of the same body; `jax.jit(jax.grad(loss))` w.r.t. (Π₀, diagonal
   of 𝕀), loss = c·Π(T) + tr(R(T) C) with fixed random c, C; and `jax.jit(loss)` (its forward).
   diffrax Tsit5 and RK4, `ConstantStepSize`, `RecursiveCheckpointAdjoint` (the default).
@@ -58,9 +61,12 @@ class Entry:
     name: str
     library: str  # "jaxrigid" or "diffrax"
     kind: str  # "forward" or "gradient": ratios are taken within a kind
-    fn: Callable  # jitted
+    fn: Callable  # jitted; a plain function where `direct`
     args: tuple
     what: str
+    # a plain call that builds its own programs (`simulate` called directly, as the README's
+    # examples do): timed from its first call, not staged (`compile_cost.build_direct`)
+    direct: bool = False
 
 
 def _weights(seed, *shapes):
@@ -102,6 +108,19 @@ def _loss_pair(name, library, loss, args, what):
 
 # ------------------------------------------------------------------------------------------
 # 1. The torque-free ensemble, forward.
+
+
+def _direct_runner(problem, dt, steps):
+    """`simulate(IMIDM(), ...)` as a user calls it, not inside a `jit` of theirs (simulate's
+    default checks: their flags are outputs of its programs)."""
+
+    def run(R, Pi):
+        sol = jaxrigid.simulate(
+            jaxrigid.IMIDM(), problem.model, RigidBodyState(R, Pi), dt, steps, save_every=steps
+        )
+        return sol.final_state.R, sol.final_state.Pi
+
+    return run
 
 
 def forward(members, steps, dt):
@@ -148,6 +167,30 @@ def forward(members, steps, dt):
 
 # ------------------------------------------------------------------------------------------
 # 2. One trajectory of the torque-free body, gradient w.r.t. (Π₀, inertia diagonal).
+
+
+def forward_direct(members, steps, dt):
+    """`forward`'s ensemble with `simulate` called directly (in its own worker process, so
+    that it reuses no trace of the program under a caller's `jit`), beside the same diffrax
+    peers."""
+    problem = TorqueFree("float64")
+    ens = problem.ensemble(members)
+    xs = (ens.R, ens.Pi)
+    what = f"{members} members x {steps} steps, dt {dt}, end state only"
+    peers = [e for e in forward(members, steps, dt) if e.name in ("diffrax_Tsit5", "diffrax_RK4")]
+    return [
+        Entry(
+            "IMIDM_direct",
+            "jaxrigid",
+            "forward",
+            _direct_runner(problem, dt, steps),
+            xs,
+            "simulate(IMIDM(), ...) called directly (it builds its own programs: the fast "
+            "form, and the full method's only for members whose fast steps failed), " + what,
+            direct=True,
+        ),
+        *peers,
+    ]
 
 
 def _free_body_field(t, y, I_inv):
@@ -337,6 +380,7 @@ def dla_midpoint(members, steps, dt):
 
 PROGRAMS = {
     "forward": forward,
+    "forward_direct": forward_direct,
     "gradient": gradient,
     "rolling_ball": rolling_ball,
     "lp_split": lp_split,

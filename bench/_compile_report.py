@@ -8,6 +8,8 @@ PHASES = ("cold", "cached")
 # issue 31's targets: (program, kind, jaxrigid entry, metric, peer or None, limit)
 TARGETS = [
     ("forward", "forward", "IMIDM", "build_seconds", "diffrax_Tsit5", 1.5),
+    ("forward_direct", "forward", "IMIDM_direct", "build_seconds", "diffrax_Tsit5", 1.5),
+    ("forward_direct", "forward", "IMIDM_direct", "run_seconds", "diffrax_RK4", 0.3),
     ("forward", "forward", "IMIDM", "run_seconds", "diffrax_RK4", 0.3),
     ("forward", "forward", "IMIDM", "run_seconds", "diffrax_Tsit5", 0.3),
     ("gradient", "gradient", "IMIDM", "gradient_over_forward_run", None, 5.0),
