@@ -21,7 +21,8 @@ class Progress:
     the time left uses the chunks after the first, which includes the compilation."""
 
     def __init__(self, total: int, enabled: bool, width: int = 30):
-        self.total, self.width, self.first = total, width, None
+        self.total, self.width = total, width
+        self.first: tuple[int, float] | None = None  # (steps done, time) at the first chunk
         self.t0 = time.perf_counter()
         self.enabled = enabled and sys.stderr.isatty()
 
