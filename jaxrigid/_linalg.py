@@ -99,7 +99,9 @@ class Vec3(NamedTuple):
     x: jax.Array
     y: jax.Array
     z: jax.Array
-    __array_ufunc__ = None  # a numpy scalar times a `Vec3` is `__rmul__`, not an array
+    # a numpy scalar times a `Vec3` is `__rmul__`, not an array (a class attribute, not the
+    # field mypy takes every assignment in a NamedTuple body for)
+    __array_ufunc__ = None  # type: ignore[misc]
 
     @classmethod
     def of(cls, v):

@@ -59,7 +59,8 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    previous = jax.config.jax_compilation_cache_dir
+    # jax's `Config` gets its options as attributes at run time; its types name none
+    previous = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
     jax.config.update("jax_compilation_cache_dir", str(directory))
     if previous and previous != str(directory):
         _reopen()
@@ -83,5 +84,6 @@ def ensure_compilation_cache() -> None:
     or one set before): what the command, sweeps and the optimiser call on their way in."""
     import jax
 
-    if not jax.config.jax_compilation_cache_dir:
+    # jax's `Config` gets its options as attributes at run time; its types name none
+    if not jax.config.jax_compilation_cache_dir:  # type: ignore[attr-defined]
         enable_compilation_cache()

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from .lie import quaternion
-from .models.base import AbstractModel, Check, finite
+from .models.base import AbstractModel, Check, event_ndims, finite
 
 __all__ = [
     "Derivatives",
@@ -263,7 +263,7 @@ class LagrangeDAlembertSystem(AbstractModel):
         }
 
     def state_event_ndims(self) -> LagrangeDAlembertState:
-        return LagrangeDAlembertState(q=1, qdot=1)
+        return event_ndims(LagrangeDAlembertState, q=1, qdot=1)
 
     def check_state_shapes(self, state) -> None:
         q, qdot = state

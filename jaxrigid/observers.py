@@ -172,7 +172,7 @@ class PoincarePoints(NamedTuple):
     `min(count, max_points)` rows are the crossings in time order.
     """
 
-    count: jax.Array
+    count: jax.Array  # type: ignore[assignment]  # shadows `tuple.count`, by design
     times: jax.Array
     points: jax.Array
 

@@ -57,7 +57,8 @@ def stored_programs(key: str, directory: str | os.PathLike | None = None):
     has none). `key` must determine everything the programs depend on beyond jaxrigid's
     source and the arguments' shapes (see the module docstring)."""
     if directory is None:
-        cache = jax.config.jax_compilation_cache_dir
+        # jax's `Config` gets its options as attributes at run time; its types name none
+        cache = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
         directory = Path(cache) / "programs" if cache else None
     token = _ACTIVE.set(None if directory is None else (str(key), Path(directory)))
     try:
@@ -114,9 +115,10 @@ def _file_key(key, name, in_tree, leaves) -> str:
         repr(avals),
         _versions(),
         # the settings that change what tracing and lowering emit
-        bool(jax.config.jax_enable_x64),
-        str(jax.config.jax_default_matmul_precision),
-        str(jax.config.jax_numpy_dtype_promotion),
+        # jax's `Config` gets its options as attributes at run time; its types name none
+        bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]
+        str(jax.config.jax_default_matmul_precision),  # type: ignore[attr-defined]
+        str(jax.config.jax_numpy_dtype_promotion),  # type: ignore[attr-defined]
         jax.default_backend(),
         [d.device_kind for d in jax.local_devices()[:1]],
         source_digest(),

@@ -10,7 +10,7 @@ form builds.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -28,7 +28,7 @@ def sketch(model_type: type, **facts) -> Any:
     and the plain defaults of the other fields. A class given as a fact (or in a tuple) stands
     for an instance of it, itself a stand-in: `sketch(RigidBody, potential=HeavyTopPotential)`.
     A field neither given nor defaulted is absent: reading it raises `AttributeError`."""
-    model = object.__new__(model_type)
+    model: Any = object.__new__(model_type)
     fields = dataclasses.fields(model_type) if dataclasses.is_dataclass(model_type) else ()
     defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
     for name, value in {**defaults, **facts}.items():
@@ -58,7 +58,8 @@ def builds(model_type: type, **facts) -> Callable:
     every registered method answers alike for the stand-in and the built model."""
 
     def mark(form: Callable) -> Callable:
-        form.sketch = sketch(model_type, **facts)
+        # a function's own attributes are untyped
+        form.sketch = sketch(model_type, **facts)  # type: ignore[attr-defined]
         return form
 
     return mark
@@ -92,7 +93,7 @@ class Case:
     default_t_end: float
     parameters: dict[str, Parameter]
     build: Callable[[dict[str, float]], tuple[Any, Any]]
-    perturb: Callable[[Any, np.ndarray, float], Any]
+    perturb: Callable[[Any, np.random.Generator, float, int], Any]  # (state, rng, spread, n)
     observables: Callable[[Any, Any, Any, dict[str, float]], dict[str, Any]] = (
         lambda model, ts, states, params: {}
     )
@@ -159,7 +160,7 @@ class Case:
                 names.append(cls.name)
         return names
 
-    def resolve(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
+    def resolve(self, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
         """Defaults updated with `overrides`; unknown names raise `ValueError`."""
         params = {k: float(p.default) for k, p in self.parameters.items()}
         for key, value in (overrides or {}).items():

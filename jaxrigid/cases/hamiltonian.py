@@ -25,8 +25,8 @@ def perturb_canonical(state: CanonicalState, rng: np.random.Generator, spread: f
     (additive: several initial values are 0); member 0 is the unperturbed case."""
     noise = rng.standard_normal((n, 2, state.q.shape[-1]))
     noise[0] = 0.0
-    noise = spread * jnp.asarray(noise)
-    return CanonicalState(state.q[None, :] + noise[:, 0], state.p[None, :] + noise[:, 1])
+    scaled = spread * jnp.asarray(noise)
+    return CanonicalState(state.q[None, :] + scaled[:, 0], state.p[None, :] + scaled[:, 1])
 
 
 @builds(HamiltonianSystem)

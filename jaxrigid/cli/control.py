@@ -339,6 +339,7 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
     from ..control.optimise import multi_start, optimise
 
     start = time.perf_counter()
+    spread: dict[str, np.ndarray | int] | None  # the starts' results, and the best one's index
     with OptimiserProgress(settings, starts=starts, desc=name, file=sys.stderr) as progress:
         if starts == 1:
             res = optimise(problem, p0s[0], settings, callback=progress)

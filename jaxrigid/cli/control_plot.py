@@ -22,7 +22,8 @@ def plot_control(path: Path, problem, report: dict, arrays: dict, refine: int) -
 
     fig = Figure(figsize=(11, 6), layout="constrained")
     FigureCanvasAgg(fig)
-    left, right = fig.subfigures(1, 2, width_ratios=(1.2, 1))
+    # matplotlib types the result as one SubFigure or an array, whatever the shape
+    left, right = fig.subfigures(1, 2, width_ratios=(1.2, 1))  # type: ignore[misc]
     ax = left.subplots()
     x, t, target = arrays["x"], arrays["t"], arrays["target"]
     if target.ndim == 2:

@@ -75,7 +75,8 @@ def report(spec: RunSpec, traj: Trajectory, invariants, observables) -> dict:
 
 def _write_npz(path: Path, traj: Trajectory) -> None:
     arrays = traj.states._asdict() if hasattr(traj.states, "_asdict") else {"state": traj.states}
-    np.savez(path, t=traj.ts, **{k: np.asarray(v) for k, v in arrays.items()})
+    # numpy's stubs let `**arrays` reach `allow_pickle: bool`
+    np.savez(path, t=traj.ts, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
 
 
 def _write_csv(path: Path, spec: RunSpec, ts, invariants) -> None:

@@ -23,12 +23,14 @@ The first iteration only evaluates `f` and `∇f` at the start (`α = 0`, accept
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
 
 C1, C2, APPROX_EPS = 1e-4, 0.9, 1e-6
+
+T = TypeVar("T")
 
 
 class LBFGSState(NamedTuple):
@@ -106,7 +108,7 @@ def _cubic_step(a, fa, da, b, fb, db):
     return jnp.clip(c, low + 0.1 * width, high - 0.1 * width)
 
 
-def where_tree(pred, a, b):
+def where_tree(pred, a: T, b: T) -> T:
     """`a` where `pred`, else `b`, leaf by leaf (pytrees of one structure)."""
     return jax.tree_util.tree_map(lambda u, v: jnp.where(pred, u, v), a, b)
 

@@ -116,7 +116,8 @@ def two_circles_start(
         model = eqx.tree_at(lambda m: m.control, model, parametrised)
     else:
         model = RollingBallUnreduced.from_rolling_ball(model, dynamic=True, actuation=parametrised)
-        state0 = RollingBallUnreducedState(*state0, theta0, jnp.zeros_like(theta0))
+        q, Omega, x = state0
+        state0 = RollingBallUnreducedState(q, Omega, x, theta0, jnp.zeros_like(theta0))
     if dtype is None:  # the ball's own (jax's default float: float64 under x64)
         return model, state0
     return _cast(model, dtype), _cast(state0, dtype)

@@ -153,7 +153,7 @@ def tableau_method(classes: dict, tableau, explicit_base: type, implicit_base: t
     return cls
 
 
-def construct(cls: type, newton: Newton | None):
+def construct(cls: type[AbstractIntegrator], newton: Newton | None):
     """`cls()`, with `newton` where given: the call forms `RungeKutta(tableau, newton)`,
     `MKRK(tableau, newton)` and `PartitionedRungeKutta(tableau, newton)`. An explicit method
     has no Newton settings: a `newton` given for one is a `TypeError`."""

@@ -153,7 +153,7 @@ _CLASSES: dict[tuple, type[AbstractComposition]] = {}
 
 
 def composition_class(
-    member_classes: tuple[type, ...],
+    member_classes: tuple[type[AbstractIntegrator], ...],
     fractions: tuple[float, ...],
     order: int,
     name: str = "composition",

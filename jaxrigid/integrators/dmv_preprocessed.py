@@ -253,6 +253,7 @@ PREPROCESSED_DMV_METHODS = {cls.name: cls for cls in PREPROCESSED_DMV_CLASSES}
 def preprocessed_dmv(order: int, spatial: bool = False, newton: Newton | None = None):
     """The preprocessed DMV of `order` (4, 6, 8, 10; 2 is plain `DMVBody` / `DMVSpatial`)."""
     form = "spatial" if spatial else "body"
+    cls: type[AbstractImplicitIntegrator] | None
     cls = (DMVSpatial if spatial else DMVBody) if order == 2 else None
     if cls is None:
         name = f"DMV{order}-{form}"

@@ -360,4 +360,5 @@ class IMIDM(AbstractImplicitIntegrator):
 
 
 for _method in (TRAP, IMID, TRAPM, IMIDM):
+    assert _method.__doc__ is not None  # None only under `python -OO`, which drops this assert
     _method.__doc__ += _MAX_ANGLE_DOC

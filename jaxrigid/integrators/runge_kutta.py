@@ -26,6 +26,7 @@ do not depend on it beyond Newton's tolerance, so it carries no derivative
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -86,7 +87,7 @@ def explicit_rk_step(F, y0, h, tableau: ButcherTableau):
     """One explicit RK step for `y' = F(τ, y)` from `τ = 0`. Returns `(y1, StepInfo)`."""
     a = jnp.asarray(tableau.a, y0.dtype)
     b = jnp.asarray(tableau.b, y0.dtype)
-    K = []
+    K: list[jax.Array] = []
     for i in range(tableau.stages):
         yi = y0 + h * sum((a[i, j] * K[j] for j in range(i)), jnp.zeros_like(y0))
         K.append(F(tableau.c[i] * h, yi))  # the tableau's own nodes: stage i at τ = c_i h

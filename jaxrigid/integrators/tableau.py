@@ -6,11 +6,16 @@ A method is a table; its defining conditions are checked once, when the table is
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-@dataclasses.dataclass(frozen=True, eq=False)  # identity hash: a static field of integrators
+
+# identity hash: a static field of integrators
+@dataclasses.dataclass(frozen=True, eq=False, init=False)
 class ButcherTableau:
     """`c | A` over `b`, with the classical `order` the table attains.
 
@@ -37,6 +42,28 @@ class ButcherTableau:
     c: np.ndarray
     order: int
     nodes_are_row_sums: bool = True
+
+    # written out rather than generated so that `a`, `b`, `c` are typed as what they may be
+    # given (nested lists), not as the float64 arrays `__post_init__` makes of them
+    def __init__(
+        self,
+        name: str,
+        a: ArrayLike,
+        b: ArrayLike,
+        c: ArrayLike,
+        order: int,
+        nodes_are_row_sums: bool = True,
+    ):
+        for field, value in (
+            ("name", name),
+            ("a", a),
+            ("b", b),
+            ("c", c),
+            ("order", order),
+            ("nodes_are_row_sums", nodes_are_row_sums),
+        ):
+            object.__setattr__(self, field, value)
+        self.__post_init__()
 
     def __post_init__(self):
         a, b, c = (np.asarray(x, dtype=np.float64) for x in (self.a, self.b, self.c))
@@ -221,7 +248,7 @@ IMPLICIT_MIDPOINT = ButcherTableau("implicit-midpoint", [[0.5]], [1.0], [0.5], 2
 TRAPEZOIDAL = ButcherTableau("trapezoidal", [[0.0, 0.0], [0.5, 0.5]], [0.5, 0.5], [0.0, 1.0], 2)
 RK4 = ButcherTableau(
     "rk4",
-    [[0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1, 0]],
+    [[0.0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1.0, 0]],
     [1 / 6, 1 / 3, 1 / 3, 1 / 6],
     [0, 0.5, 0.5, 1],
     4,

@@ -13,7 +13,8 @@ particular model.
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -58,6 +59,16 @@ class AbstractModel(eqx.Module):
         """Checks of a state's values (flags over the ensemble axes); `t`, the state's time
         where known (`simulate` passes `t0`), for a model whose constraints depend on it."""
         return []
+
+
+S = TypeVar("S")
+
+
+def event_ndims(state_type: Callable[..., S], **ndims: int | None) -> S:
+    """`state_type(**ndims)`, what `state_event_ndims()` returns: a state whose leaves are event
+    ranks, not the arrays its fields are typed as (so built here, where `state_type` is only a
+    callable to the type checker)."""
+    return state_type(**ndims)
 
 
 # --- building blocks shared by the models' checks -------------------------------------------

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from ..lie import so3
-from .base import AbstractModel, Check, finite, per_member
+from .base import AbstractModel, Check, event_ndims, finite, per_member
 from .chain_boundary import ChainBoundary
 from .particle_chain import ParticleChain
 
@@ -148,12 +148,11 @@ class RigidBodyChain(AbstractModel):
     # --- the model contract --------------------------------------------------------------
 
     def state_event_ndims(self) -> ChainMatrixState:
-        return ChainMatrixState(r=2, p=2, R=3, P=3)
+        return event_ndims(ChainMatrixState, r=2, p=2, R=3, P=3)
 
     def check_state_shapes(self, state: ChainMatrixState) -> None:
         r, p, R, P = (jnp.shape(x) for x in state)
-        n = r[-2] if len(r) >= 2 else None
-        if len(r) < 2 or r[-1] != 3 or n < 2 or p != r or R != r[:-1] + (3, 3) or P != R:
+        if len(r) < 2 or r[-1] != 3 or r[-2] < 2 or p != r or R != r[:-1] + (3, 3) or P != R:
             raise ValueError(
                 "a chain state needs r, p (..., N+2, 3) and R, P (..., N+2, 3, 3) with the "
                 f"same leading axes and N + 2 ≥ 2 bodies; got r {r}, p {p}, R {R}, P {P}"

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from .. import _checks
 from .._checks import Check
 from ..lie import quaternion as quat
-from .base import AbstractModel, finite, per_member
+from .base import AbstractModel, event_ndims, finite, per_member
 from .chain_boundary import ChainBoundary
 from .particle_chain import ParticleChain, quaternion_matrix
 
@@ -205,7 +205,7 @@ class QuaternionChain(AbstractModel):
     # --- the model contract -------------------------------------------------------------
 
     def state_event_ndims(self) -> ChainQuaternionState:
-        return ChainQuaternionState(r=2, p=2, q=2, g=2)
+        return event_ndims(ChainQuaternionState, r=2, p=2, q=2, g=2)
 
     def check_state_shapes(self, state: ChainQuaternionState) -> None:
         r, p, q, g = (jnp.shape(x) for x in state)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _checks
 from .._checks import is_concrete
 from ..lie import so3
-from .base import AbstractModel, Check, finite, rotation_checks
+from .base import AbstractModel, Check, event_ndims, finite, rotation_checks
 from .rigid_body import AbstractPotential
 
 
@@ -120,7 +120,7 @@ class ConstrainedRigidBody(AbstractModel):
         }
 
     def state_event_ndims(self) -> ConstrainedRigidBodyState:
-        return ConstrainedRigidBodyState(R=2, P=2)
+        return event_ndims(ConstrainedRigidBodyState, R=2, P=2)
 
     def check_state_shapes(self, state: ConstrainedRigidBodyState) -> None:
         R, P = state

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from .. import _checks, _linalg
 from .._checks import is_concrete
 from ..lie import so3
-from .base import AbstractModel, Check, finite, rotation_checks, spd3_checks
+from .base import AbstractModel, Check, event_ndims, finite, rotation_checks, spd3_checks
 
 
 class CoupledBodiesState(NamedTuple):
@@ -161,7 +161,7 @@ class CoupledBodies(AbstractModel):
         return coupled_state_checks(state)
 
     def state_event_ndims(self) -> CoupledBodiesState:
-        return CoupledBodiesState(R=2, Lambda=2, Pi=2)
+        return event_ndims(CoupledBodiesState, R=2, Lambda=2, Pi=2)
 
 
 def check_coupled_state_shapes(state: CoupledBodiesState) -> None:

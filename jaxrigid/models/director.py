@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _checks
-from .base import AbstractModel, Check, finite, spd3_checks
+from .base import AbstractModel, Check, event_ndims, finite, spd3_checks
 
 
 class DirectorState(NamedTuple):
@@ -217,7 +217,7 @@ class DirectorRigidBody(AbstractModel):
         return out
 
     def state_event_ndims(self) -> DirectorState:
-        return DirectorState(q=1, v=1)
+        return event_ndims(DirectorState, q=1, v=1)
 
     def check_state_shapes(self, state: DirectorState) -> None:
         check_director_state_shapes(state)

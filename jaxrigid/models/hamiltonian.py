@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractModel, Check, finite
+from .base import AbstractModel, Check, event_ndims, finite
 
 
 class CanonicalState(NamedTuple):
@@ -64,7 +64,7 @@ class HamiltonianSystem(AbstractModel):
         return out
 
     def state_event_ndims(self) -> CanonicalState:
-        return CanonicalState(q=1, p=1)
+        return event_ndims(CanonicalState, q=1, p=1)
 
     def check_state_shapes(self, state: CanonicalState) -> None:
         q, p = state

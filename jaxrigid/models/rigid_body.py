@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from .. import _linalg
 from ..lie import so3
-from .base import AbstractModel, Check, finite, rotation_checks, spd3_checks
+from .base import AbstractModel, Check, event_ndims, finite, rotation_checks, spd3_checks
 
 
 class RigidBodyState(NamedTuple):
@@ -142,7 +142,7 @@ class RigidBody(AbstractModel):
         return RigidBodyState(state.R @ so3.hat(Omega), self.euler_rhs(t, state.R, state.Pi))
 
     def state_event_ndims(self) -> RigidBodyState:
-        return RigidBodyState(R=2, Pi=1)
+        return event_ndims(RigidBodyState, R=2, Pi=1)
 
     def check_state_shapes(self, state) -> None:
         R, Pi = state

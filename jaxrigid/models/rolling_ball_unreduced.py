@@ -32,7 +32,7 @@ from ..nonholonomic import (
     quaternion_rate,
 )
 from ..rails import AbstractRail, rail_checks
-from .base import AbstractModel, Check, finite, spd3_checks
+from .base import AbstractModel, Check, event_ndims, finite, spd3_checks
 
 
 class RollingBallUnreducedState(NamedTuple):
@@ -199,6 +199,7 @@ class RollingBallUnreduced(AbstractModel):
         e3 = jnp.zeros_like(omega).at[2].set(1.0)
         Q, Qdot = [q, x], [quaternion_rate(q, Omega), self.radius * jnp.cross(omega, e3)]
         if self.dynamic:
+            assert state.theta is not None and state.theta_dot is not None  # check_state_shapes
             Q.append(state.theta)
             Qdot.append(state.theta_dot)
         return jnp.concatenate(Q), jnp.concatenate(Qdot)
@@ -247,7 +248,7 @@ class RollingBallUnreduced(AbstractModel):
 
     def state_event_ndims(self) -> RollingBallUnreducedState:
         rail = 1 if self.dynamic else None
-        return RollingBallUnreducedState(q=1, Omega=1, x=1, theta=rail, theta_dot=rail)
+        return event_ndims(RollingBallUnreducedState, q=1, Omega=1, x=1, theta=rail, theta_dot=rail)
 
     def check_state_shapes(self, state) -> None:
         shapes = [jnp.shape(state.q), jnp.shape(state.Omega), jnp.shape(state.x)]

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from ..nonholonomic import callable_parameter
-from .base import AbstractModel, Check, finite
+from .base import AbstractModel, Check, event_ndims, finite
 
 
 class RollingDiskState(NamedTuple):
@@ -185,7 +185,7 @@ class RollingDisk(AbstractModel):
         return {"energy": self.energy(t, state)}
 
     def state_event_ndims(self) -> RollingDiskState:
-        return RollingDiskState(phi=0, phi_dot=0, x=0)
+        return event_ndims(RollingDiskState, phi=0, phi_dot=0, x=0)
 
     def check_state_shapes(self, state) -> None:
         shapes = {jnp.shape(a) for a in state}

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from ..nonholonomic import callable_parameter, quaternion_rate
-from .base import AbstractModel, Check, finite, spd3_checks
+from .base import AbstractModel, Check, event_ndims, finite, spd3_checks
 
 
 class SuslovState(NamedTuple):
@@ -98,7 +98,7 @@ class Suslov(AbstractModel):
         }
 
     def state_event_ndims(self) -> SuslovState:
-        return SuslovState(q=1, Omega=1)
+        return event_ndims(SuslovState, q=1, Omega=1)
 
     def check_state_shapes(self, state) -> None:
         q, Omega = state
@@ -109,7 +109,7 @@ class Suslov(AbstractModel):
             )
         if jnp.shape(self.inertia)[-2:] != (3, 3):
             raise ValueError(f"inertia must have shape (3, 3), got {jnp.shape(self.inertia)}")
-        if not self.time_varying and jnp.shape(self.xi)[-1:] != (3,):
+        if not callable(self.xi) and jnp.shape(self.xi)[-1:] != (3,):  # `not time_varying`
             raise ValueError(f"xi must have shape (3,), got {jnp.shape(self.xi)}")
 
     def parameter_checks(self) -> list[Check]:

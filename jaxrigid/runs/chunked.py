@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -121,6 +121,12 @@ def fresh_solver_state(integrator, model, state, t, dt, ndims):
 # The chunks' results joined
 
 
+def _host_outcome(*leaves: np.ndarray) -> Outcome:
+    """An `Outcome` of numpy arrays, as `ChunkedRun` holds it (`Outcome` types its leaves as
+    the jax arrays `simulate` returns)."""
+    return Outcome(*cast(tuple[jax.Array, ...], leaves))
+
+
 def _cleared(outcome: Outcome, mask) -> Outcome:
     """`outcome` with the members in `mask` as if they had made no step (restarted members:
     their outcomes are not the run's)."""
@@ -134,14 +140,15 @@ def _shifted(outcome: Outcome, offset: int) -> Outcome:
     """`outcome` of a chunk starting `offset` steps into the run, its failed step counted
     from the run's first step."""
     first = outcome.first_failure
-    return outcome._replace(first_failure=np.where(first >= 0, first + offset, first))
+    shifted = np.where(first >= 0, first + offset, first)
+    return outcome._replace(first_failure=cast(jax.Array, shifted))  # see `_host_outcome`
 
 
 def _joined(a: Outcome, b: Outcome) -> Outcome:
     """The outcome of a run made of `a` then `b` (both counted from the run's first step):
     the worst solves, and the first failure with its cause (`results.accumulate`)."""
     failed = a.first_failure >= 0
-    return Outcome(
+    return _host_outcome(
         np.maximum(a.max_iterations, b.max_iterations),
         np.maximum(a.max_residual, b.max_residual),
         np.where(failed, a.result, b.result),
@@ -177,7 +184,7 @@ class _Joined:
                 states,
             )
         )
-        numpy = lambda o: Outcome(*(np.asarray(x) for x in o))  # noqa: E731
+        numpy = lambda o: _host_outcome(*(np.asarray(x) for x in o))  # noqa: E731
         outcome = _shifted(_cleared(numpy(sol.outcome), masked), offset)
         self.per_save.append(_shifted(_cleared(numpy(sol.outcome_per_save), masked), offset))
         self.outcome = outcome if self.outcome is None else _joined(self.outcome, outcome)
@@ -190,7 +197,7 @@ class _Joined:
         return np.concatenate(self.ts), joined
 
     def outcome_per_save(self) -> Outcome:
-        return Outcome(*(np.concatenate(xs, axis=-1) for xs in zip(*self.per_save)))
+        return _host_outcome(*(np.concatenate(xs, axis=-1) for xs in zip(*self.per_save)))
 
 
 # ----------------------------------------------------------------------------------------
@@ -281,6 +288,7 @@ def run_chunks(
     final = jax.tree_util.tree_map(np.asarray, state)
     masked = masked | nonfinite_members(final, ndims)
     ts, states = joined.ts_and_states()
+    assert joined.outcome is not None  # `chunks` is not empty
     return ChunkedRun(
         ts=ts,
         states=states,

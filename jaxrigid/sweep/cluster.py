@@ -69,7 +69,8 @@ def _x64(sweep: Sweep) -> bool:
     driver does (its `jax_enable_x64`), so workers compile what `run` would here."""
     import jax
 
-    return sweep.dtype == "float64" or bool(jax.config.jax_enable_x64)
+    # jax's `Config` gets its options as attributes at run time; its types name none
+    return sweep.dtype == "float64" or bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
 
 
 def shard_count(n_local: int, size: int) -> int:

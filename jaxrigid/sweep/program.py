@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import re
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,10 @@ from ..observers import Combined, InvariantDrift, Reductions, observable, state_
 from ..simulation import simulate
 from .axes import member_values
 from .spec import Sweep
+
+if TYPE_CHECKING:
+    from ..cases.base import Case
+    from ..integrators.base import AbstractIntegrator
 
 __all__ = ["STEP", "Plan", "plan"]
 
@@ -45,9 +50,9 @@ class Plan:
     (`dt` and `t_end` are None when an axis sweeps the step: each member has its own)."""
 
     sweep: Sweep
-    case: object
+    case: Case
     fixed: dict
-    integrator: object
+    integrator: AbstractIntegrator
     method: str
     dt: float | None
     t_end: float | None
@@ -127,6 +132,7 @@ def plan(sweep: Sweep) -> Plan:
             f"do: {', '.join(case.methods())}"
         )
     if STEP in seen:
+        assert sweep.n_steps is not None  # an axis over the step needs it (checked above)
         dt, t_end, n_steps = None, None, sweep.n_steps
     elif sweep.n_steps is not None:
         dt = sweep.dt if sweep.dt is not None else case.default_dt
@@ -137,7 +143,8 @@ def plan(sweep: Sweep) -> Plan:
         except ValueError as err:
             raise ValueError(f"sweep spec: {err}") from None
     _check_keep(sweep.keep, case, integrator, fixed, n_steps)
-    if sweep.dtype == "float64" and not jax.config.jax_enable_x64:
+    # jax's `Config` gets its options as attributes at run time; its types name none
+    if sweep.dtype == "float64" and not jax.config.jax_enable_x64:  # type: ignore[attr-defined]
         raise ValueError(
             "sweep spec: dtype float64 needs jax's 64-bit mode, which is off: "
             'jax.config.update("jax_enable_x64", True) first (the jaxrigid command does), or '
@@ -157,7 +164,7 @@ def _check_keep(keep, case, integrator, fixed, n_steps) -> None:
     build = case.build_for(integrator)
     model, state0 = jax.eval_shape(lambda q: build({**q, **structural}), traced)
     if keep.lyapunov:
-        value = getattr(state0, keep.lyapunov, None) if keep.lyapunov.isidentifier() else None
+        value: Any = getattr(state0, keep.lyapunov, None) if keep.lyapunov.isidentifier() else None
         if not (hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.floating)):
             fields = ", ".join(state_fields(state0))
             raise ValueError(

@@ -41,7 +41,7 @@ class ChunkState(NamedTuple):
     `"missing"` (no record that belongs: never finished, or interrupted) or `"damaged"` (a
     record, but data that does not verify); `why` says what failed or what was ignored."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows `tuple.index`, by design
     start: int
     stop: int
     state: str

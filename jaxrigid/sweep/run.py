@@ -174,6 +174,7 @@ def open_store(p: Plan, out, *, resume: bool, devices) -> tuple[Store, int]:
             raise SweepStoreError(f"{out} already holds a sweep store: pass resume=True / --resume")
         store = Store.open(out, mode="r+")
         stored, asked = store.attrs.get("sweep"), _roundtrip(sweep.describe())
+        assert stored is not None  # every sweep store holds its spec (`_attrs`)
         if stored != asked:
             raise ValueError(f"{out} holds a different sweep: {_differences(stored, asked)}")
         size = int(store.attrs["chunk_size"])

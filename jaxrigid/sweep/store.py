@@ -37,7 +37,7 @@ from .records import ChunkState, check_rows, fingerprint, make_record, parse_rec
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # the module is absent here
 
 __all__ = ["ChunkState", "SweepStoreError", "Store"]
 
@@ -278,7 +278,9 @@ class Store:
                 continue
             values, errors = self._read(name, [c for c in chunks if c in finished] or chunks)
             for i, s, e in finished:
-                problem = errors.get(i) or check_rows(records[i], name, values[s:e])
+                record = records[i]
+                assert isinstance(record, dict)  # as `finished` was chosen
+                problem = errors.get(i) or check_rows(record, name, values[s:e])
                 if problem:
                     damaged[i] = problem
             if keep:
@@ -287,8 +289,8 @@ class Store:
         for i, s, e in chunks:
             if i in damaged:
                 states.append(ChunkState(i, s, e, "damaged", damaged[i]))
-            elif isinstance(records[i], dict):
-                extra = set(records[i]["arrays"]) - set(layout)
+            elif isinstance(record := records[i], dict):
+                extra = set(record["arrays"]) - set(layout)
                 state = "damaged" if extra else "finished"
                 states.append(
                     ChunkState(i, s, e, state, f"{sorted(extra)} not in the store" * bool(extra))

@@ -30,7 +30,7 @@ from ..._checks import is_concrete
 from ..._linalg import Vec3
 from ...controls import AbstractControl, ZeroControl
 from ...lie import quaternion
-from ..base import AbstractModel, Check
+from ..base import AbstractModel, Check, event_ndims
 from . import checks
 
 __all__ = ["RollingBall", "RollingBallState", "rolling_ball_state", "vertical"]
@@ -319,7 +319,7 @@ class RollingBall(AbstractModel):
     # --- the model contract -----------------------------------------------------------------
 
     def state_event_ndims(self) -> RollingBallState:
-        return RollingBallState(q=1, Omega=1, x=1)
+        return event_ndims(RollingBallState, q=1, Omega=1, x=1)
 
     def check_state_shapes(self, state) -> None:
         checks.check_state_shapes(self, state)
