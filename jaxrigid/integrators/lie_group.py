@@ -39,10 +39,6 @@ FAST_MAX_ANGLE = 0.25
 turns are redone with the full Rodrigues coefficients (`IMIDM.fast_variant`)."""
 
 
-def _omega(model, Pi):
-    return model.angular_velocity(Pi)
-
-
 def _torque(model, t, R, Pi):
     """Body torque, or exact zeros without tracing anything for a torque-free body."""
     if not model.has_torque:
@@ -50,8 +46,9 @@ def _torque(model, t, R, Pi):
     return model.body_torque(t, R, Pi)
 
 
-def _rhs(model, t, R, Pi):
-    return cross(Pi, _omega(model, Pi)) + _torque(model, t, R, Pi)
+def _rhs(model, omega, t, R, Pi):
+    """`Π̇ = Π × Ω + T`, `omega` the step's `model.angular_velocity_map()`."""
+    return cross(Pi, omega(Pi)) + _torque(model, t, R, Pi)
 
 
 def _rot(R, psi, max_angle=None):
@@ -89,11 +86,11 @@ def _carry(integrator, state, solver_state):
     return state, solver_state
 
 
-def _predict(model, t, R, Pi, dt):
+def _predict(model, omega, t, R, Pi, dt):
     """Explicit midpoint Lie step (second order): returns `(Π(t + Δt/2), Π(t + Δt))`."""
-    Pi_half = Pi + 0.5 * dt * _rhs(model, t, R, Pi)
-    R_half = _rot(R, 0.5 * dt * _omega(model, Pi)) if model.has_torque else R
-    Pi_end = Pi + dt * _rhs(model, t + 0.5 * dt, R_half, Pi_half)
+    Pi_half = Pi + 0.5 * dt * _rhs(model, omega, t, R, Pi)
+    R_half = _rot(R, 0.5 * dt * omega(Pi)) if model.has_torque else R
+    Pi_end = Pi + dt * _rhs(model, omega, t + 0.5 * dt, R_half, Pi_half)
     return Pi_half, Pi_end
 
 
@@ -111,10 +108,11 @@ class ForwardEuler(AbstractIntegrator):
     reference: ClassVar[str] = "Krysl (2007) eq. (11)"
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
-        Pi1 = Pi + dt * _rhs(model, t, R, Pi)
+        Pi1 = Pi + dt * _rhs(model, omega, t, R, Pi)
         return (
-            RigidBodyState(_rot(R, dt * _omega(model, Pi)), Pi1),
+            RigidBodyState(_rot(R, dt * omega(Pi)), Pi1),
             solver_state,
             explicit_info(Pi.dtype),
         )
@@ -131,14 +129,17 @@ class BackwardEuler(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
 
         def residual(Pi1):
-            R1 = _rot(R, dt * _omega(model, Pi1))
-            return Pi1 - Pi - dt * _rhs(model, t + dt, R1, Pi1)
+            R1 = _rot(R, dt * omega(Pi1))
+            return Pi1 - Pi - dt * _rhs(model, omega, t + dt, R1, Pi1)
 
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), solver_state, info
+        Pi1, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+        )
+        return RigidBodyState(_rot(R, dt * omega(Pi1)), Pi1), solver_state, info
 
 
 class ForwardEulerMomentum(AbstractIntegrator):
@@ -159,10 +160,11 @@ class ForwardEulerMomentum(AbstractIntegrator):
         return zero_error(state0) if self.compensated else None
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         if self.compensated:
             state = attach(state, solver_state)
         R, Pi = value_of(state)
-        psi = dt * _omega(model, Pi)
+        psi = dt * omega(Pi)
         forcing = None  # exp(−Ψ)(Π₀ + hT₀) = Π₀ + (exp(−Ψ) − 1)Π₀ + h exp(−Ψ)T₀
         if model.has_torque:
             forcing = RigidBodyState(None, dt * so3.rotate_exp(-psi, _torque(model, t, R, Pi)))
@@ -181,14 +183,17 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
 
         def residual(Pi1):
-            psi = dt * _omega(model, Pi1)
+            psi = dt * omega(Pi1)
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * _torque(model, t + dt, _rot(R, psi), Pi1)
 
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, dt * _omega(model, Pi1)), Pi1), solver_state, info
+        Pi1, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+        )
+        return RigidBodyState(_rot(R, dt * omega(Pi1)), Pi1), solver_state, info
 
 
 # ----------------------------------------------------------------------------------------
@@ -209,18 +214,21 @@ class TRAP(AbstractImplicitIntegrator):
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
         h, m = 0.5 * dt, self.max_angle
-        A = Pi + h * _rhs(model, t, R, Pi)
-        psi0 = h * _omega(model, Pi)
+        A = Pi + h * _rhs(model, omega, t, R, Pi)
+        psi0 = h * omega(Pi)
         R_half = _rot(R, psi0, m)
 
         def residual(Pi1):
-            R1 = _rot(R_half, h * _omega(model, Pi1), m)
-            return Pi1 - A - h * _rhs(model, t + dt, R1, Pi1)
+            R1 = _rot(R_half, h * omega(Pi1), m)
+            return Pi1 - A - h * _rhs(model, omega, t + dt, R1, Pi1)
 
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        psi1 = h * _omega(model, Pi1)
+        Pi1, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+        )
+        psi1 = h * omega(Pi1)
         return (
             RigidBodyState(_rot(R_half, psi1, m), Pi1),
             solver_state,
@@ -242,15 +250,18 @@ class IMID(AbstractImplicitIntegrator):
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
         h, m = 0.5 * dt, self.max_angle
 
         def residual(Pi_bar):
-            R_bar = _rot(R, h * _omega(model, Pi_bar), m)
-            return Pi_bar - Pi - h * _rhs(model, t + h, R_bar, Pi_bar)
+            R_bar = _rot(R, h * omega(Pi_bar), m)
+            return Pi_bar - Pi - h * _rhs(model, omega, t + h, R_bar, Pi_bar)
 
-        Pi_bar, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
-        psi = dt * _omega(model, Pi_bar)
+        Pi_bar, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[0], Pi
+        )
+        psi = dt * omega(Pi_bar)
         # Π_n = Π_{n−1} − Δt Ω̄×Π̄ + Δt T_{n−1/2} = 2Π̄ − Π_{n−1} by (15).
         return (
             RigidBodyState(_rot(R, psi, m), 2.0 * Pi_bar - Pi),
@@ -273,19 +284,22 @@ class TRAPM(AbstractImplicitIntegrator):
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
         h, m = 0.5 * dt, self.max_angle
-        psi0 = h * _omega(model, Pi)
+        psi0 = h * omega(Pi)
         R_half = _rot(R, psi0, m)
         A = so3.rotate_exp(-psi0, Pi + h * _torque(model, t, R, Pi), m)
 
         def residual(Pi1):
-            psi1 = h * _omega(model, Pi1)
+            psi1 = h * omega(Pi1)
             T1 = _torque(model, t + dt, _rot(R_half, psi1, m), Pi1)
             return Pi1 - so3.rotate_exp(-psi1, A, m) - h * T1
 
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        psi1 = h * _omega(model, Pi1)
+        Pi1, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+        )
+        psi1 = h * omega(Pi1)
         return (
             RigidBodyState(_rot(R_half, psi1, m), Pi1),
             solver_state,
@@ -337,18 +351,21 @@ class IMIDM(AbstractImplicitIntegrator):
         return dataclasses.replace(self, newton=newton, max_angle=bound, fast_path=False)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         if self.compensated:
             state = attach(state, solver_state)
         R, Pi = value_of(state)
         h, m = 0.5 * dt, self.max_angle
 
         def residual(Pi_bar):
-            half_psi = h * _omega(model, Pi_bar)
+            half_psi = h * omega(Pi_bar)
             T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
             return Pi_bar - so3.rotate_exp(-half_psi, Pi, m) - h * T
 
-        Pi_bar, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[0], Pi)
-        half_psi = h * _omega(model, Pi_bar)
+        Pi_bar, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[0], Pi
+        )
+        half_psi = h * omega(Pi_bar)
         psi = 2.0 * half_psi
         # R_n = R_{n−1} exp(Ψ̃), Π_n = exp(−Ψ̃)Π_{n−1} + Δt exp(−Ψ̃/2) T_{n−1/2}, as increments
         forcing = None

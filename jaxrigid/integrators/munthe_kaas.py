@@ -41,7 +41,7 @@ from .base import (
     construct,
     tableau_method,
 )
-from .lie_group import _omega, _torque
+from .lie_group import _torque
 from .runge_kutta import explicit_rk_step, implicit_rk_step, initial_slopes
 from .tableau import GAUSS4, GAUSS6, IMPLICIT_MIDPOINT, RK4, ButcherTableau
 
@@ -103,11 +103,12 @@ class AbstractMKRK(AbstractTableauIntegrator):
     def _flat(self, model, state, t):
         """The incremental form (17) as `y' = F(τ, y)`, `y = (Ψ, μ)`, from `y(0) = (0, Π₀)`."""
         R, Pi = state
+        omega = model.angular_velocity_map()  # 𝕀⁻¹ once per step, not once per stage
 
         def F(tau, y):
             psi, mu = y[:3], y[3:]
             Pi_tau = so3.rotate_exp(-psi, mu)
-            dpsi = self._dexpinv(-psi, _omega(model, Pi_tau))
+            dpsi = self._dexpinv(-psi, omega(Pi_tau))
             if model.has_torque:
                 T = _torque(model, t + tau, so3.compose_exp(R, psi), Pi_tau)
                 dmu = so3.rotate_exp(psi, T)

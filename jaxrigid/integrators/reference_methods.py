@@ -18,7 +18,7 @@ from ..lie import so3
 from ..models.rigid_body import RigidBody, RigidBodyState
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
-from .lie_group import _K, _PI, _RTR, _omega, _predict, _rot, _torque
+from .lie_group import _K, _PI, _RTR, _predict, _rot, _torque
 
 
 class SWC1(AbstractImplicitIntegrator):
@@ -35,19 +35,22 @@ class SWC1(AbstractImplicitIntegrator):
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm SWC1 (Simo & Wong 1991)"
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def _psi(self, model, Pi, Pi1, dt):
-        return 0.5 * dt * (_omega(model, Pi1) + _omega(model, Pi))
+    def _psi(self, omega, Pi, Pi1, dt):
+        return 0.5 * dt * (omega(Pi1) + omega(Pi))
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
 
         def residual(Pi1):
-            psi = self._psi(model, Pi, Pi1, dt)
+            psi = self._psi(omega, Pi, Pi1, dt)
             T = _torque(model, t + 0.5 * dt, _rot(R, 0.5 * psi), 0.5 * (Pi + Pi1))
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * so3.rotate_exp(-0.5 * psi, T)
 
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
-        return RigidBodyState(_rot(R, self._psi(model, Pi, Pi1, dt)), Pi1), solver_state, info
+        Pi1, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+        )
+        return RigidBodyState(_rot(R, self._psi(omega, Pi, Pi1, dt)), Pi1), solver_state, info
 
 
 class AKW(AbstractImplicitIntegrator):
@@ -65,18 +68,21 @@ class AKW(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
         T0 = _torque(model, t, R, Pi)
 
         def R_next(Pi1):
-            return R @ so3.cayley(dt * _omega(model, 0.5 * (Pi + Pi1)))
+            return R @ so3.cayley(dt * omega(0.5 * (Pi + Pi1)))
 
         def residual(Pi1):
             Pi_bar = 0.5 * (Pi + Pi1)
             T1 = _torque(model, t + dt, R_next(Pi1), Pi1)
-            return Pi1 - Pi - dt * cross(Pi_bar, _omega(model, Pi_bar)) - 0.5 * dt * (T0 + T1)
+            return Pi1 - Pi - dt * cross(Pi_bar, omega(Pi_bar)) - 0.5 * dt * (T0 + T1)
 
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+        )
         return RigidBodyState(R_next(Pi1), Pi1), solver_state, info
 
 
@@ -94,18 +100,21 @@ class BBTRAP(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
         A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
 
         def psi_of(Pi1):
-            return 0.5 * dt * (_omega(model, Pi1) + _omega(model, Pi))
+            return 0.5 * dt * (omega(Pi1) + omega(Pi))
 
         def residual(Pi1):
             psi = psi_of(Pi1)
             T1 = _torque(model, t + dt, _rot(R, psi), Pi1)
             return Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
 
-        Pi1, info = solve_on_branch(self.newton, residual, _predict(model, t, R, Pi, dt)[1], Pi)
+        Pi1, info = solve_on_branch(
+            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+        )
         return RigidBodyState(_rot(R, psi_of(Pi1)), Pi1), solver_state, info
 
 
@@ -123,19 +132,20 @@ class BBTRAPWD(AbstractImplicitIntegrator):
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
+        omega = model.angular_velocity_map()
         R, Pi = state
-        Omega0 = _omega(model, Pi)
+        Omega0 = omega(Pi)
         A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
 
         def residual(x):
             psi, Pi1 = x[:3], x[3:]
-            r_psi = psi - 0.5 * dt * (so3.dexpinv_apply(-psi, _omega(model, Pi1)) + Omega0)
+            r_psi = psi - 0.5 * dt * (so3.dexpinv_apply(-psi, omega(Pi1)) + Omega0)
             T1 = _torque(model, t + dt, _rot(R, psi), Pi1)
             r_pi = Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
             return jnp.concatenate([r_psi, r_pi])
 
-        Pi_pred = _predict(model, t, R, Pi, dt)[1]
-        guess = jnp.concatenate([0.5 * dt * (Omega0 + _omega(model, Pi_pred)), Pi_pred])
+        Pi_pred = _predict(model, omega, t, R, Pi, dt)[1]
+        guess = jnp.concatenate([0.5 * dt * (Omega0 + omega(Pi_pred)), Pi_pred])
         x, info = solve_on_branch(
             self.newton, residual, guess, jnp.concatenate([jnp.zeros_like(Pi), Pi])
         )

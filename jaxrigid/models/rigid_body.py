@@ -90,7 +90,14 @@ class RigidBody(AbstractModel):
 
     def angular_velocity(self, Pi):
         """`Ω = 𝕀⁻¹Π`, component by component (`_linalg.matvec`)."""
-        return _linalg.matvec(_linalg.inv3(self.inertia), Pi)
+        return self.angular_velocity_map()(Pi)
+
+    def angular_velocity_map(self):
+        """The map `Π ↦ 𝕀⁻¹Π` with `𝕀⁻¹` formed once: a step that evaluates `Ω` several times
+        (a Newton residual, its Jacobian, the update) takes it once, and its program holds
+        one inverse, not one per evaluation."""
+        inverse = _linalg.inv3(self.inertia)
+        return lambda Pi: _linalg.matvec(inverse, Pi)
 
     def body_torque(self, t, R, Pi):
         """Total body torque `T(t, R, Π)` (zero for a torque-free body)."""
