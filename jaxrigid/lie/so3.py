@@ -120,6 +120,13 @@ def angle_within(w, max_angle):
     return _sq_norm(w) <= max_angle**2
 
 
+def rodrigues_coefficients(theta_sq, max_angle=None):
+    """`(a, b, c) = (sin θ/θ, (1 − cos θ)/θ², (θ − sin θ)/θ³)` for θ² = `theta_sq` `(...)`:
+    the coefficients of `exp`, `rotate_exp` and `dexp`, branch-free and smooth at 0
+    (`max_angle` as in `exp`)."""
+    return _rodrigues_coefficients(theta_sq, check_max_angle(max_angle))
+
+
 def _sq_norm(w):
     return dot(w, w)
 
