@@ -1,6 +1,6 @@
 """Controls: prescribed rail coordinates `θ(t) (n,)` of the rolling ball's internal masses.
 
-Mode 1 of the model note (`shared/models/rolling-ball.md`, "prescribed (kinematic)
+Mode 1 of the model note (`docs/rolling-ball-model.md`, "prescribed (kinematic)
 actuation"): the masses' positions on their rails are given functions of time, and the ball's
 equation (B.8) needs `θ, θ̇, θ̈`. `AbstractControl.derivatives` gets the two derivatives by
 nested `jax.jvp`, so a control is written once, as `θ(t)`.

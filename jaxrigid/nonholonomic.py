@@ -158,8 +158,8 @@ class LagrangeDAlembertSystem(AbstractModel):
         return jnp.asarray(self.force(q, qdot, _time(t, q), self.params))
 
     def derivatives(self, t, q, qdot) -> Derivatives:
-        """Every derivative of (A.33) at `(q, q̇, t)` from two passes over `L` and two over `c`
-        (design note 37): a JVP of `(∂L/∂q, ∂L/∂q̇)` along `(q̇, 1)` at fixed `q̇` gives
+        """Every derivative of (A.33) at `(q, q̇, t)` from two passes over `L` and two over `c`:
+        a JVP of `(∂L/∂q, ∂L/∂q̇)` along `(q̇, 1)` at fixed `q̇` gives
         `∂L/∂q`, `p` and `ṗ` (one of `c` gives `c` and `Ȧq̇ + ȧ`); `jacfwd` in `q̇` alone gives
         `M` and `A` (`c` is affine in `q̇`). Tangents only where they are needed: a merged
         pass along all `n + 1` directions traced `L` once but carried dense zero tangents for

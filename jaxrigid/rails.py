@@ -1,6 +1,6 @@
 """Rails: body-fixed curves `ζ(θ)` on which the rolling ball's internal masses move.
 
-Putkaradze & Rogers (2018), §3 and the model note (`shared/models/rolling-ball.md`): a mass on
+Putkaradze & Rogers (2018), §3 and the model note (`docs/rolling-ball-model.md`): a mass on
 a rail sits at the body vector `χ = ζ(θ)` from the ball's geometric centre, so its body
 velocity and acceleration are `χ̇ = ζ′θ̇`, `χ̈ = ζ″θ̇² + ζ′θ̈`. `ζ′` and `ζ″` come from autodiff
 (`AbstractRail.derivatives`, nested `jax.jvp`), never by hand, so any smooth user curve works.

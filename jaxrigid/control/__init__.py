@@ -1,5 +1,5 @@
 """Trajectory optimisation of the rolling ball's internal masses (the model note
-`shared/models/rolling-ball.md`, "Optimal control"): parametrised controls `θ(t)`
+`docs/rolling-ball-model.md`, "Optimal control"): parametrised controls `θ(t)`
 (prescribed masses) and actuations `u(t)` (dynamic masses, forces on the rails), composable
 costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and
 named problems (`mode="prescribed"` or `"dynamic"`)."""

@@ -1,6 +1,6 @@
 """Parametrised rail controls `θᵢ(t)` with a fixed number of coefficients.
 
-The model note (`shared/models/rolling-ball.md`, "Optimal control"; mode 1 "prescribed
+The model note (`docs/rolling-ball-model.md`, "Optimal control"; mode 1 "prescribed
 (kinematic) actuation") steers the ball by choosing the rail positions `θᵢ(t)`; the ball's
 equation (B.8) needs `θ, θ̇, θ̈`, so `θ̈` must exist everywhere. Every parametrisation here is
 

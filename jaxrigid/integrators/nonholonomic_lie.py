@@ -20,7 +20,7 @@ continuous one. (Equation numbers here are this module's: the papers' texts were
 the derivation is self-contained and `tests/test_nonholonomic_integrator.py` checks (1) with an
 independent autodiff `L_d`.)
 
-**The system** (the model note, `shared/models/rolling-ball.md`). `Q = SO(3) × ℝ²`, `g = (Λ, x)`
+**The system** (the model note, `docs/rolling-ball-model.md`). `Q = SO(3) × ℝ²`, `g = (Λ, x)`
 with `x₃ = r`; with `u = ẋ` (spatial) and `Ω` (body), mass `i = 0..n` has body velocity
 `Vᵢ = Λᵀu + Ω × χᵢ + χ̇ᵢ` and
 

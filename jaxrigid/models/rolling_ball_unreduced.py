@@ -1,5 +1,5 @@
 """The rolling ball actuated by internal point masses, unreduced: a `LagrangeDAlembertSystem`
-(`../shared/models/rolling-ball.md`; Putkaradze & Rogers 2018, (A.32)–(A.33)), independent of
+(`docs/rolling-ball-model.md`; Putkaradze & Rogers 2018, (A.32)–(A.33)), independent of
 the reduced equation (B.8) of `jaxrigid.models.rolling_ball`.
 
 Coordinates `(q, x)` — the attitude quaternion `q` (w, x, y, z), body → space, and the

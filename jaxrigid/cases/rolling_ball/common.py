@@ -17,7 +17,7 @@ from ...rails import CircleRail
 from ..base import Parameter
 
 REFERENCE = "Putkaradze & Rogers, Meccanica 53 (2018)"
-NOTE = "the model note shared/models/rolling-ball.md"
+NOTE = "the model note docs/rolling-ball-model.md"
 FAMILY = "rolling_ball"
 METHOD = "RKMK4"
 DT = 0.01

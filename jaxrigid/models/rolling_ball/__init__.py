@@ -1,5 +1,5 @@
 """The rolling ball actuated by internal point masses on prescribed rail motions (Putkaradze &
-Rogers 2018, (B.8); the model note `shared/models/rolling-ball.md`): the model and its state
+Rogers 2018, (B.8); the model note `docs/rolling-ball-model.md`): the model and its state
 (`model`), its shape and value checks (`checks`), and the two-circles contract ball
 (`two_circles`). The ball's rails are `jaxrigid.rails`, its controls `jaxrigid.controls`; the
 unreduced ball (dynamic masses) is `jaxrigid.models.rolling_ball_unreduced`."""

@@ -1,6 +1,6 @@
 """A ball rolling without slipping on a horizontal plane, actuated by internal point masses
 moving on body-fixed rails along prescribed `θᵢ(t)` (Putkaradze & Rogers 2018, eq. (B.8);
-the model note `shared/models/rolling-ball.md`, mode 1 "prescribed actuation").
+the model note `docs/rolling-ball-model.md`, mode 1 "prescribed actuation").
 
 Notation (the paper's): `Λ` body → space, as the unit quaternion `q` (`Λ = Λ(q)`, (D.15));
 body angular velocity `Ω`; `Γ = Λᵀe₃` the vertical seen from the body; `x` the geometric
