@@ -25,8 +25,14 @@ _UNITS = (
     (r"momentum\d", "kg m/s"),
     (r".*_error|.*_norm|constraint", "1"),
 )
-# the state fields drawn against t: the first of these a state has (else all its fields)
-_STATE_FIELDS = ("Pi", "Omega", "P", "v")
+# the state fields drawn against t: the first of these a state has (else all its fields),
+# what they are and their SI units
+_STATE_FIELDS = {
+    "Pi": ("Π, body angular momentum", "kg m²/s"),
+    "Omega": ("Ω, body angular velocity", "rad/s"),
+    "P": ("P = ṘJ, third column", "kg m²/s"),
+    "v": ("director velocities", "1/s"),
+}
 
 
 def _kind(name: str) -> int:
@@ -141,7 +147,11 @@ def _draw_state(ax, ts, states, si: bool, ens: bool) -> None:
                 values = values.reshape(values.shape[:2] + (rows * cols,))
         for i in range(values.shape[-1]):
             _band(ax, ts, values[..., i], labels[i] if labels else f"{field}{i + 1}{column}")
-    ax.set_ylabel(", ".join(shown) + (" (SI units)" if si else ""))
+    if len(shown) == 1 and shown[0] in _STATE_FIELDS:
+        words, unit = _STATE_FIELDS[shown[0]]
+        ax.set_ylabel(f"{words} [{unit}]" if si else words)
+    else:
+        ax.set_ylabel(", ".join(shown) + (" (SI units)" if si else ""))
     _legend(ax)
 
 
