@@ -130,14 +130,21 @@ def check_state_dtypes(state0) -> None:
 
 def check_dtypes(model, dtype) -> None:
     """Mixed precision is refused, not silently promoted: a float64 inertia would make a
-    float32 run's scan carry change type deep inside `lax.scan`."""
+    float32 run's scan carry change type deep inside `lax.scan`. So is an integer or boolean
+    array parameter (an inertia written with integers): a model's arrays are floating (a
+    weakly typed Python number, e.g. `mass=1`, takes the state's dtype)."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
         leaf_dtype = getattr(leaf, "dtype", None)
-        if leaf_dtype is None or not jnp.issubdtype(leaf_dtype, jnp.floating):
-            continue
-        if getattr(leaf, "weak_type", False) or leaf_dtype == dtype:
+        if leaf_dtype is None or getattr(leaf, "weak_type", False):
             continue
         name = jax.tree_util.keystr(path)
+        if not jnp.issubdtype(leaf_dtype, jnp.inexact):
+            raise TypeError(
+                f"model parameter {type(model).__name__}{name} is {leaf_dtype}, not a floating "
+                f"array: cast it, e.g. jnp.asarray(x, jnp.{dtype})"
+            )
+        if leaf_dtype == dtype or not jnp.issubdtype(leaf_dtype, jnp.floating):
+            continue
         raise TypeError(
             f"model parameter {type(model).__name__}{name} is {leaf_dtype} but the state is "
             f"{dtype}: cast one, e.g. jax.tree.map(lambda x: x.astype(jnp.{dtype}), model) "

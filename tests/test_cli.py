@@ -96,8 +96,10 @@ def test_run_json_report_and_files(base):
         assert z["Pi"].shape == (101, 3)
         np.testing.assert_allclose(z["Pi"][-1], report["final_state"]["Pi"], rtol=0, atol=0)
     lines = (out / f"{TF}_invariants.csv").read_text().splitlines()
-    assert lines[0].startswith("#") and lines[1].split(",") == ["t", *report["invariants"]]
-    assert len(lines) == 2 + 101
+    comments = [line for line in lines if line.startswith("#")]  # then the header, the rows
+    assert lines[0].startswith("#")
+    assert lines[len(comments)].split(",") == ["t", *report["invariants"]]
+    assert len(lines) == len(comments) + 1 + 101
 
 
 def test_imidm_conserves_spatial_momentum(base):
@@ -196,7 +198,9 @@ def test_newton_failure_is_reported_not_raised(tmp_path):
     assert set(report["newton"]) == {"max_iterations", "max_residual", "all_converged"}
     assert report["newton"]["all_converged"] is False
     assert report["newton"]["max_iterations"] > 1
-    assert set(report["observables"]) == {"u_min", "u_max"}
+    # the potential turns the body about e3 only: K, π₁, π₂ and |π| vary (their range)
+    assert set(report["observables"]) == {"u_min", "u_max", "K", "pi1", "pi2", "pi_norm"}
+    assert set(report["invariants"]) == {"H", "pi3", "RtR_error"}
     assert "warning: some steps failed (first at step 3, t = 1.5: off_branch;" in err
 
 
@@ -243,7 +247,14 @@ def test_torque_free_only_method_is_refused_for_a_torqued_case(tmp_path, capsys)
     assert "torque-free" in err[0] and "IMIDM" in err[0] and "DMV-body" not in err[0].split(":")[-1]
 
 
-def test_the_methods_of_a_case_are_those_that_integrate_its_model():
+@pytest.fixture(scope="module")
+def built():
+    """`{case: [(model, state0) of each form]}` from the defaults (building checks values
+    eagerly, which compiles small programs: once for the module)."""
+    return {n: [form(c.resolve()) for form in c.forms()] for n, c in CASES.items()}
+
+
+def test_the_methods_of_a_case_are_those_that_integrate_its_model(built):
     """Each case's valid methods (named in the error for an unknown one) are the registered
     methods whose `integrates` takes the case's model, in registry order, and include its
     default method."""
@@ -252,7 +263,7 @@ def test_the_methods_of_a_case_are_those_that_integrate_its_model():
 
     for case in CASES.values():
         # every form's model (the chain's quaternions and rotation matrices), registry order
-        models = [form(case.resolve())[0] for form in case.forms()]
+        models = [model for model, _ in built[case.name]]
         names = [c.name for c in integrators.REGISTRY if any(c().integrates(m) for m in models)]
         expected = list(dict.fromkeys(names))
         if len(models) == 1:
@@ -281,7 +292,7 @@ def _printed_applicability(text: str) -> dict[tuple[str, str], list[str]]:
     return table
 
 
-def test_methods_builds_no_model_and_prints_what_the_built_models_say(monkeypatch, capsys):
+def test_methods_builds_no_model_and_prints_what_the_built_models_say(built, monkeypatch, capsys):
     """`jaxrigid methods` builds no model and lowers or compiles no XLA program (it asks
     `integrates` of the stand-ins the cases' forms state, `builds`), and prints what the
     built models say: every registered method answers alike for each form's stand-in and its
@@ -289,7 +300,7 @@ def test_methods_builds_no_model_and_prints_what_the_built_models_say(monkeypatc
     method integrates."""
     from jaxrigid.cases import base
 
-    built = {n: [form(c.resolve())[0] for form in c.forms()] for n, c in CASES.items()}
+    built = {n: [model for model, _ in forms] for n, forms in built.items()}
     methods = [factory() for factory in integrators.REGISTRY]
     for name, case in CASES.items():
         assert all(hasattr(form, "sketch") for form in case.forms()), name
@@ -382,3 +393,45 @@ def test_chunks_continue_the_solver_state(tmp_path, monkeypatch):
     with np.load(tmp_path / f"{case}.npz") as z:
         np.testing.assert_array_equal(z["t"], run.ts)
         np.testing.assert_array_equal(z["Pi"], run.states.Pi)
+
+
+TOP = {"K", "pi1", "pi2", "pi_norm"}  # what gravity or a one-axis potential changes
+CHAIN = {f"{n}{i}" for n in ("momentum", "angular_momentum") for i in (1, 2, 3)}
+DRIVEN = {"energy"}
+# the invariants each case does not conserve: its exact flow changes them (a potential's
+# torque, a load, a driving, a held body)
+VARYING = {
+    "krysl-slow-top": TOP,
+    "krysl-fast-top": TOP,
+    "krysl-coulomb-wall": TOP,
+    "dmv-heavy-top": TOP,
+    "nontwisting-case2": {"K", "Pi1", "Pi2", "Pi3"},
+    "nontwisting-case3": {"K", "Pi1", "Pi2", "Pi3"},
+    "symmetric-top-rattle": {"K", "pi1", "pi2"},
+    "rolling-ball-pendulum": DRIVEN,
+    "rolling-ball-two-circles": DRIVEN,
+    "rolling-ball-linear-rail": DRIVEN,
+    "rolling-ball-figure-eight": DRIVEN,
+    "rolling-disk": DRIVEN,
+    "chain-tetrahedra-c1c1": CHAIN,
+    "chain-tetrahedra-c1c2": CHAIN,
+    "chain-tetrahedra-c1c3": CHAIN,
+}  # every other case conserves all of its model's invariants
+
+
+def _invariant_names(model, state) -> set[str]:
+    """The names of `model.invariants` (abstractly evaluated: nothing compiled)."""
+    return set(jax.eval_shape(lambda s: model.invariants(0.0, s), state))
+
+
+def test_every_case_conserves_what_its_physics_does(built):
+    """The split of every form of every case (`conserved_quantities`, issue 34): the names
+    conserved are invariants of its model, and the others are what a torque, a load, a
+    driving or a held body changes (`VARYING`)."""
+    for name, forms in built.items():
+        for model, state in forms:
+            names = _invariant_names(model, state)
+            kept = model.conserved_quantities()
+            kept = names if kept is None else kept
+            assert kept <= names, name
+            assert names - kept == VARYING.get(name, set()), name

@@ -62,6 +62,17 @@ def test_states_of_the_wrong_type_or_dtypes_are_refused_naming_the_leaves(body):
         _run(body, state=integer)
 
 
+def test_an_integer_or_boolean_model_parameter_is_refused_naming_it(body):
+    """An inertia written with integers (or booleans) is refused before any check computes
+    with it (a float check on it failed inside numpy's `finfo` before; found by
+    `test_fuzz.py`); a weakly typed Python number is a float parameter."""
+    _, s = body
+    for inertia, dtype in ((jnp.diag(jnp.array([1, 2, 3])), "int64"), (jnp.eye(3) > 0, "bool")):
+        message = rf"^model parameter RigidBody\.inertia is {dtype}, not a floating array: "
+        with pytest.raises(TypeError, match=message):
+            jr.simulate(jr.IMIDM(), jr.RigidBody(inertia), s, 0.01, 2)
+
+
 def test_an_integer_step_is_the_float_step(body):
     """`dt = 1` (an int) and `dt = 1.0` run the same program on the same values: bit for bit."""
     a, b = _run(body, dt=1), _run(body, dt=1.0)

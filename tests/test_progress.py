@@ -166,16 +166,19 @@ def test_a_phase_reports_its_start_and_its_time():
 
 def test_the_commands_run_bar_shows_off_a_terminal(capsys):
     """`jaxrigid run`'s bar over steps (`cli.chunks.Progress`) writes to stderr also when it
-    is not a terminal (pytest captures it): `building ...` before the first chunk, the final
-    count when closed; nothing at all for a run of one chunk (`enabled=False`)."""
+    is not a terminal (pytest captures it): nothing before the first chunk (input refused
+    there leaves its error line alone), then the count, the final one when closed; nothing at
+    all for a run of one chunk (`enabled=False`)."""
     from jaxrigid.cli.chunks import Progress
 
     bar = Progress(100, enabled=True)
-    for done in (0, 50, 100):
+    bar.update(0)
+    assert capsys.readouterr().err == ""
+    for done in (50, 100):
         bar.update(done)
     bar.close()
     err = capsys.readouterr().err
-    assert "0/100" in err and "building ..." in err
+    assert "50/100" in err and "building" not in err
     assert err.rstrip().endswith("]") and "100/100" in err.splitlines()[-1]
     quiet = Progress(100, enabled=False)
     quiet.update(100)

@@ -138,8 +138,9 @@ def registered(monkeypatch):
 
 def test_run_json_of_two_circles(registered, tmp_path):
     """`jaxrigid run rolling-ball-two-circles --t-end 1 --ensemble 4 --json`: per member, the
-    centre x with three components and x₃ = r, a unit q, the invariant energy, and the contact
-    observables (N > 0, finite friction); the `.npz`, `.csv` and plot are written."""
+    centre x with three components and x₃ = r, a unit q, the energy (an observable: the
+    masses work on the ball) and the contact observables (N > 0, finite friction); the
+    `.npz`, `.csv` and plot are written."""
     stdout = io.StringIO()
     args = ["run", "rolling-ball-two-circles", "--t-end", "1", "--ensemble", "4", "--json"]
     with contextlib.redirect_stdout(stdout):
@@ -151,8 +152,8 @@ def test_run_json_of_two_circles(registered, tmp_path):
     assert x.shape == (4, 3) and q.shape == (4, 4)
     assert np.all(x[:, 2] == report["parameters"]["radius"])
     assert np.all(np.abs(np.linalg.norm(q, axis=-1) - 1.0) < 1e-14)
-    assert len(report["invariants"]["energy"]["final"]) == 4
     obs = report["observables"]
+    assert "energy" not in report["invariants"] and len(obs["energy"]["final"]) == 4
     assert CONTACT <= set(obs)
     assert np.all(np.asarray(obs["min_normal_force"]) > 0)
     assert np.all(np.isfinite(obs["max_friction_needed"]))

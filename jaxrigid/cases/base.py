@@ -99,6 +99,9 @@ class Case:
     )
     ensemble_spread: float = 1e-2
     torque_free: bool = False  # descriptive: the body feels no torque
+    # the parameters are in SI units (t in s, energies in J); False: the paper's are
+    # dimensionless. Only the plots' labels read it
+    si_units: bool = False
     # an `AbstractObserver` built from the parameters, run every step inside the scan (and
     # continued across the CLI's chunks); its final carry goes to `observation_observables`
     observer: Callable[[dict[str, float]], Any] | None = None

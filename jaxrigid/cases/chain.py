@@ -189,6 +189,7 @@ def _case(kind: str, parameters: dict) -> Case:
         other_forms=(_matrix_build(kind),),
         perturb=perturb,
         observables=observables,
+        si_units=True,
     )
 
 

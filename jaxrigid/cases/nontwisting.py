@@ -7,9 +7,11 @@ inertia (111), `Λ(0) = I`, `h = 0.005`, `t ∈ [0, 5]`, family `"director"`, de
 - Case 3 (117–118): `ω⊥(0) = 1.5 d1 + 4.5 d2`, `m⊥ = −f(t)(1236.25 d1 + 537.5 d2)`.
 
 `load_scale` multiplies the load; `omega1`, `omega2` set `ω⊥(0)`. Invariants: `K`, `Pi1..3`
-(material momentum). `q2_every = τ > 0` reports `Q_II` (Appendix A, eq. 120; the run repeated at
-h/2 and h/4, ξ the whole state) at t = τ, 2τ, … ≤ t_end as the observable `Q_II` (with `Q_II_t`,
-the times); `q2_every = 0` turns it off.
+(material momentum) without load (Case 1, or `load_scale = 0`); loaded, the load changes
+them and they are observables (`DirectorRigidBody.conserved_quantities`). `q2_every = τ > 0`
+reports `Q_II` (Appendix A, eq. 120; the run repeated at h/2 and h/4, ξ the whole state) at
+t = τ, 2τ, … ≤ t_end as the observable `Q_II` (with `Q_II_t`, the times); `q2_every = 0` turns
+it off.
 
 **Table 1 (Case 1, Q_II) against the printed digits.** Full float64 gives 3.9949283,
 3.9948752, 3.9947866, 3.9946626, 3.9945032 at t = 1..5; the paper prints 3.994933, 3.994869,
@@ -144,8 +146,9 @@ def _case(number, title, eqs, omega, amplitudes, description):
         title=f"Non-twisting rigid body, Case {number}: {title} (Gebhardt & Romero §6.{number})",
         reference=_REF + f", §6.{number}, eqs. {eqs}",
         description=description
-        + " Inertia (111), Λ(0) = I, h = 0.005, t ∈ [0, 5]; EM-AVF (§5.2). Invariants K, "
-        "Pi1..3 (material momentum); Q_II at t = q2_every, 2 q2_every, ... (observable Q_II).",
+        + " Inertia (111), Λ(0) = I, h = 0.005, t ∈ [0, 5]; EM-AVF (§5.2). K, Pi1..3 "
+        "(material momentum): invariants without load, else observables; Q_II at "
+        "t = q2_every, 2 q2_every, ... (observable Q_II).",
         family="director",
         default_method="EM-AVF",
         default_dt=0.005,
@@ -154,6 +157,7 @@ def _case(number, title, eqs, omega, amplitudes, description):
         build=build,
         perturb=perturb_velocity,
         refinement_observables=q2_observables,
+        si_units=True,
     )
 
 

@@ -4,6 +4,8 @@ the progress bar over the chunks and the clock of JAX's compile time."""
 from __future__ import annotations
 
 import math
+import sys
+from typing import Any
 
 from ..progress import progress_bar
 
@@ -18,23 +20,32 @@ _COMPILE_EVENTS = frozenset(
 
 class Progress:
     """The run's progress bar on stderr, in steps (`jaxrigid.progress.progress_bar`: redrawn
-    on a terminal, else a line every few seconds and the final one). It says `building ...`
-    until the first chunk is done (that chunk's time includes building its program); shown
-    only when the run has more than one chunk (`enabled`)."""
+    on a terminal, else a line every few seconds and the final one); shown only when the run
+    has more than one chunk (`enabled`). On a terminal it says `building ...` from the start
+    until the first chunk is done (that chunk's time includes building its program); off a
+    terminal its first line comes with the first chunk, so that input refused before the run
+    leaves the one error line alone."""
 
     def __init__(self, total: int, enabled: bool, desc: str | None = None):
-        self.bar = progress_bar(
-            total, desc=desc, unit="step", disable=not enabled, postfix="building ..."
-        )
+        self.total, self.enabled, self.desc = total, enabled, desc
+        self.bar: Any = None
 
     def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if done == 0 and not sys.stderr.isatty():
+                return
+            building = {"postfix": "building ..."} if done == 0 else {"initial": done}
+            self.bar = progress_bar(self.total, desc=self.desc, unit="step", **building)
         if done > self.bar.n:
             if self.bar.n == 0:
                 self.bar.set_postfix_str("", False)
             self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 class CompileClock:

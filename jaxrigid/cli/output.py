@@ -1,14 +1,17 @@
-"""`jaxrigid run`'s results: invariants, the report (JSON), the `.npz`/`.csv`/`.png` files,
-warnings and the human summary."""
+"""`jaxrigid run`'s results: the invariants split into the conserved and the varying ones,
+the report (JSON), the metadata and the `.npz`/`.csv` files (the `.png`: `plots`), warnings
+and the human summary."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import plots
 from .errors import UsageError, warn
 
 if TYPE_CHECKING:
@@ -41,14 +44,77 @@ def _jsonable(x):
     return x
 
 
-def report(spec: RunSpec, traj: Trajectory, invariants, observables) -> dict:
-    summary = {
+def split_invariants(model, values: dict) -> tuple[dict, dict]:
+    """`(conserved, varying)`: `values` (`evaluate_invariants`) split by what the model's
+    exact flow conserves (`conserved_quantities`; `None`: all of them). A conserved quantity's
+    drift is the method's error; a varying one changes with the physics (a driving, a torque,
+    a held body), so only its range says something."""
+    names = model.conserved_quantities()
+    if names is None:
+        return dict(values), {}
+    conserved = {k: v for k, v in values.items() if k in names}
+    return conserved, {k: v for k, v in values.items() if k not in names}
+
+
+def work_along(model, ts, states, conserved: dict) -> dict[str, np.ndarray]:
+    """The work done on a model whose energy is not conserved, where it can say the power
+    its actuators inject (`actuator_power`, a rolling ball's; `external_power` for a nonzero
+    external force): `actuator_work` (and `external_work`) `W(t) = ∫₀ᵗ P dt`, `(*ensemble,
+    n_save)`, the power at the saved states integrated by `cumulative_integral` (the exact
+    flow has `E(t) − E(0) = W(t)`)."""
+    if "energy" in conserved or not hasattr(model, "actuator_power"):
+        return {}
+    from ..cases.rolling_ball.common import along
+    from ..models.base import known_zero
+
+    rates = {"actuator_work": model.actuator_power}
+    if hasattr(model, "external_power") and not known_zero(model.external_force):
+        rates["external_work"] = model.external_power
+    power = along(lambda t, s: {k: f(t, s) for k, f in rates.items()}, model, ts, states)
+    return {k: cumulative_integral(ts, p) for k, p in power.items()}
+
+
+def cumulative_integral(ts, values) -> np.ndarray:
+    """`∫_{t₀}^{t_k} v dt` for every `k` (last axis), each interval integrated exactly for
+    the cubic through the four nearest samples (fewer if there are fewer): O(Δt⁴) for
+    smooth `v`, on any grid (a run's last chunk may save at another stride)."""
+    x = np.asarray(ts, dtype=float)
+    y = np.asarray(values, dtype=float)
+    n, m = x.shape[0], min(4, x.shape[0])
+    if n < 2:
+        return np.zeros_like(y)
+    first = np.clip(np.arange(n - 1) - 1, 0, n - m)  # the window of each interval [k, k+1]
+    window = first[:, None] + np.arange(m)  # (n − 1, m)
+    h = np.diff(x)
+    u = (x[window] - x[:-1, None]) / h[:, None]  # the window's times, the interval as [0, 1]
+    V = u[:, :, None] ** np.arange(m)  # V[k, j, i] = u_j^i
+    moments = 1.0 / np.arange(1, m + 1)  # ∫₀¹ u^i du
+    rhs = np.broadcast_to(moments[:, None], (n - 1, m, 1))
+    weights = np.linalg.solve(np.swapaxes(V, 1, 2), rhs)[..., 0]  # Vᵀw = moments
+    steps = h * np.sum(weights * y[..., window], axis=-1)  # (..., n − 1)
+    return np.concatenate([np.zeros_like(y[..., :1]), np.cumsum(steps, axis=-1)], axis=-1)
+
+
+def report(spec: RunSpec, traj: Trajectory, conserved, varying, observables) -> dict:
+    """The JSON object: `invariants` the conserved quantities' drift (`initial`, `final`,
+    `max_abs_drift`); `observables` the varying ones' range (`initial`, `final`, `min`,
+    `max` over the run), then the case's own observables. Per ensemble member."""
+    drifts = {
         name: {
             "initial": v[..., 0],
             "final": v[..., -1],
             "max_abs_drift": np.max(np.abs(v - v[..., :1]), axis=-1),
         }
-        for name, v in invariants.items()
+        for name, v in conserved.items()
+    }
+    ranges = {
+        name: {
+            "initial": v[..., 0],
+            "final": v[..., -1],
+            "min": np.min(v, axis=-1),
+            "max": np.max(v, axis=-1),
+        }
+        for name, v in varying.items()
     }
     return _jsonable(
         {
@@ -60,8 +126,8 @@ def report(spec: RunSpec, traj: Trajectory, invariants, observables) -> dict:
             "ensemble": spec.ensemble,
             "parameters": spec.params,
             "final_state": traj.final,
-            "invariants": summary,
-            "observables": observables,
+            "invariants": drifts,
+            "observables": {**ranges, **observables},
             "newton": {
                 "max_iterations": traj.max_iterations,
                 "max_residual": traj.max_residual,
@@ -73,116 +139,81 @@ def report(spec: RunSpec, traj: Trajectory, invariants, observables) -> dict:
     )
 
 
-def _write_npz(path: Path, traj: Trajectory) -> None:
+def _number(x: float) -> str:
+    """`x` as the command line takes it back exactly (Python's shortest round trip)."""
+    return repr(float(x)) if not float(x).is_integer() else f"{x:g}"
+
+
+def command_line(spec: RunSpec) -> str:
+    """The `jaxrigid run` command that repeats this run (without `--out`): its case, method,
+    step, horizon, ensemble and seed, and the parameters that differ from the defaults."""
+    words = ["jaxrigid", "run", spec.case.name, "--method", spec.method]
+    words += ["--dt", _number(spec.dt), "--t-end", _number(spec.t_end)]
+    if spec.ensemble is not None:
+        words += ["--ensemble", str(spec.ensemble), "--seed", str(spec.seed)]
+    defaults = spec.case.resolve()
+    for name, value in spec.params.items():
+        if value != defaults[name]:
+            words += ["--set", f"{name}={_number(value)}"]
+    return " ".join(words)
+
+
+def metadata(spec: RunSpec, traj: Trajectory, chunks, conserved, varying) -> dict:
+    """What the saved files carry about the run: case, method, steps and saves, parameters,
+    ensemble (size, seed, spread; member 0 is the unperturbed case), the conserved and the
+    varying quantities' names, the float type, the versions, and the command that repeats
+    it."""
+    import jax
+
+    import jaxrigid
+
+    strides = sorted({every for _, every in chunks})
+    leaf = jax.tree_util.tree_leaves(traj.states)[0]
+    ensemble = spec.ensemble is not None
+    return {
+        "case": spec.case.name,
+        "method": spec.method,
+        "dt": spec.dt,
+        "t_end": spec.t_end,
+        "n_steps": spec.n_steps,
+        "save_every": strides[0] if len(strides) == 1 else strides,
+        "n_saved": int(np.shape(traj.ts)[0]),
+        "parameters": spec.params,
+        "ensemble": spec.ensemble,
+        "seed": spec.seed if ensemble else None,
+        "spread": spec.case.ensemble_spread if ensemble else None,
+        "conserved": list(conserved),
+        "not_conserved": list(varying),
+        "dtype": str(np.asarray(leaf).dtype),
+        "versions": {"jaxrigid": jaxrigid.__version__, "jax": jax.__version__},
+        "command": command_line(spec),
+    }
+
+
+def _write_npz(path: Path, traj: Trajectory, meta: dict) -> None:
     arrays = traj.states._asdict() if hasattr(traj.states, "_asdict") else {"state": traj.states}
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
     # numpy's stubs let `**arrays` reach `allow_pickle: bool`
-    np.savez(path, t=traj.ts, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
+    np.savez(path, t=traj.ts, **arrays, metadata=np.asarray(json.dumps(meta)))  # type: ignore[arg-type]
 
 
-def _write_csv(path: Path, spec: RunSpec, ts, invariants) -> None:
-    names = list(invariants)
-    table = np.column_stack([ts] + [invariants[k].reshape(-1, ts.shape[0])[0] for k in names])
+def _write_csv(path: Path, spec: RunSpec, ts, conserved, varying, meta: dict) -> None:
+    """Member 0's time series (the unperturbed case of an ensemble): `t`, the conserved
+    quantities, then the varying ones; commented lines first, the last the metadata (JSON)."""
+    series = {**conserved, **varying}
+    names = list(series)
+    table = np.column_stack([ts] + [series[k].reshape(-1, ts.shape[0])[0] for k in names])
     who = f"; ensemble member 0 of {spec.ensemble}" if spec.ensemble is not None else ""
     with open(path, "w") as f:
         f.write(
             f"# jaxrigid run {spec.case.name}: method {spec.method}, dt {spec.dt:g}, "
             f"{spec.n_steps} steps{who}\n"
         )
+        f.write(f"# conserved (their drift is the method's error): {', '.join(conserved)}\n")
+        f.write(f"# not conserved by this case (they vary): {', '.join(varying) or '-'}\n")
+        f.write(f"# metadata: {json.dumps(meta)}\n")
         f.write(",".join(["t"] + names) + "\n")
         np.savetxt(f, table, delimiter=",", fmt="%.17g")
-
-
-def _write_png(path: Path, spec: RunSpec, traj: Trajectory, invariants) -> bool:
-    """Invariant drifts (log scale) and body momentum against t; for a rolling ball (states
-    with `q` and a centre `x`) its energy and the contact point's path. False without
-    matplotlib."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return False
-    ts = traj.ts
-    fig = Figure(figsize=(8, 7), layout="constrained")
-    FigureCanvasAgg(fig)
-    who = f", member 0 of {spec.ensemble}" if spec.ensemble is not None else ""
-    if _is_rolling(traj.states) and "energy" in invariants:
-        _draw_rolling(fig, spec, traj, invariants, who)
-        fig.savefig(path, dpi=100)
-        return True
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    if _is_chain(traj.states):
-        invariants = {k: v for k, v in invariants.items() if "momentum" not in k}
-    for name, v in invariants.items():
-        drift = np.abs(v - v[..., :1]).reshape(-1, ts.shape[0])[0]
-        top.plot(ts[1:], drift[1:], label=name, lw=0.8)
-    top.set_yscale("log", nonpositive="mask")
-    top.set_ylabel("|I(t) − I(0)|")
-    top.legend(fontsize="small", ncol=4)
-    # the state's vector components (a rigid body's momentum Π; a Hamiltonian system's q and p)
-    fields = ["Pi"] if hasattr(traj.states, "Pi") else list(traj.states._fields)
-    if _is_chain(traj.states):  # a chain: each body's transverse displacement
-        fields = []
-        r = np.asarray(traj.states.r).reshape(-1, *traj.states.r.shape[-3:])[0]
-        n_bodies = r.shape[-2]
-        for j in range(n_bodies):
-            label = f"body {j}" if n_bodies <= 12 else None
-            bottom.plot(ts, r[:, j, 1] - r[0, j, 1], label=label, lw=0.8)
-        bottom.set_ylabel("r_y(t) − r_y(0) of each body")
-    for field in fields:
-        values, column = np.asarray(getattr(traj.states, field)), ""
-        n = ts.shape[0]
-        labels = None
-        if values.ndim >= 3 and values.shape[-2] != n and values.shape[-3] == n:
-            rows, cols = values.shape[-2:]
-            if rows == cols:  # a 3×3 matrix (RATTLE's R, P): its third column, entries i3
-                values, column = values[..., 2], "3"
-            else:  # one vector per body (coupled bodies' Pi (2, 3)): every component
-                labels = [f"{field}{b + 1},{i + 1}" for b in range(rows) for i in range(cols)]
-                values = values.reshape(values.shape[:-2] + (rows * cols,))
-        values = values.reshape(-1, n, values.shape[-1])[0]
-        for i in range(values.shape[-1]):
-            label = labels[i] if labels else f"{field}{i + 1}{column}"
-            bottom.plot(ts, values[:, i], label=label, lw=0.8)
-    bottom.set_xlabel("t")
-    if fields:
-        bottom.set_ylabel(", ".join(fields))
-    if bottom.get_legend_handles_labels()[0]:
-        bottom.legend(fontsize="small", ncol=2)
-    top.set_title(f"{spec.case.name}, {spec.method}, dt = {spec.dt:g}{who}")
-    fig.savefig(path, dpi=100)
-    return True
-
-
-def _is_chain(states) -> bool:
-    """A chain of bodies' states: centres `r (..., n_t, N+2, 3)` and momenta `p`."""
-    fields = getattr(states, "_fields", ())
-    return "r" in fields and "p" in fields and np.ndim(states.r) >= 3
-
-
-def _is_rolling(states) -> bool:
-    """A rolling body's states: an attitude quaternion `q` and a centre `x` (3 components)."""
-    fields = getattr(states, "_fields", ())
-    return "q" in fields and "x" in fields and np.shape(states.x)[-1:] == (3,)
-
-
-def _draw_rolling(fig, spec: RunSpec, traj: Trajectory, invariants, who: str) -> None:
-    """The rolling ball: its energy against t, and the contact point's path (x1, x2)."""
-    ts, n = traj.ts, traj.ts.shape[0]
-    top, bottom = fig.subplots(2, 1, height_ratios=(1, 2))
-    energy = np.asarray(invariants["energy"]).reshape(-1, n)[0]
-    top.plot(ts, energy, lw=0.8)
-    top.set_xlabel("t")
-    top.set_ylabel("energy")
-    top.set_title(f"{spec.case.name}, {spec.method}, dt = {spec.dt:g}{who}")
-    x = np.asarray(traj.states.x).reshape(-1, n, 3)[0]
-    bottom.plot(x[:, 0], x[:, 1], lw=0.8)
-    bottom.plot(x[:1, 0], x[:1, 1], "o", ms=4, label=f"t = {ts[0]:g}")
-    bottom.plot(x[-1:, 0], x[-1:, 1], "s", ms=4, label=f"t = {ts[-1]:g}")
-    bottom.set_aspect("equal", adjustable="datalim")
-    bottom.set_xlabel("x1")
-    bottom.set_ylabel("x2")
-    bottom.set_title("contact point", fontsize="medium")
-    bottom.legend(fontsize="small")
 
 
 def make_out_dir(out: Path) -> None:
@@ -193,14 +224,14 @@ def make_out_dir(out: Path) -> None:
         raise UsageError(f"--out {str(out)!r} is not a usable directory: {err}") from None
 
 
-def write_outputs(spec: RunSpec, traj: Trajectory, invariants) -> list[Path]:
+def write_outputs(spec: RunSpec, traj: Trajectory, conserved, varying, meta) -> list[Path]:
     spec.out.mkdir(parents=True, exist_ok=True)
     name = spec.case.name
     paths = [spec.out / f"{name}.npz", spec.out / f"{name}_invariants.csv"]
-    _write_npz(paths[0], traj)
-    _write_csv(paths[1], spec, traj.ts, invariants)
+    _write_npz(paths[0], traj, meta)
+    _write_csv(paths[1], spec, traj.ts, conserved, varying, meta)
     png = spec.out / f"{name}.png"
-    if _write_png(png, spec, traj, invariants):
+    if plots.write_png(png, spec, traj, conserved, varying):
         paths.append(png)
     else:
         warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
@@ -221,6 +252,12 @@ def warn_failures(spec: RunSpec, traj: Trajectory) -> None:
         warn("the state became non-finite (NaN/inf) in the run; try a smaller --dt")
 
 
+def _extreme(values, reduce) -> float:
+    """`reduce` (`np.nanmax`, `np.nanmin`) over the members; NaN where every one is null."""
+    x = np.asarray(values, dtype=float)
+    return float(reduce(x)) if np.any(np.isfinite(x)) else math.nan
+
+
 def print_summary(report: dict, traj: Trajectory, paths: list[Path]) -> None:
     """The run in a few lines; a failed run names its first failure's cause and its advice."""
     ens = f", ensemble of {report['ensemble']}" if report["ensemble"] is not None else ""
@@ -229,10 +266,17 @@ def print_summary(report: dict, traj: Trajectory, paths: list[Path]) -> None:
         f"{report['n_steps']} steps to t = {report['t_end']:g}{ens}"
     )
     drifts = ", ".join(
-        f"{k} {np.nanmax(np.asarray(v['max_abs_drift'], dtype=float)):.2e}"
+        f"{k} {_extreme(v['max_abs_drift'], np.nanmax):.2e}"
         for k, v in report["invariants"].items()
     )
-    print(f"max |drift|: {drifts}")
+    print(f"max |drift| of invariants: {drifts or 'none (this case conserves none)'}")
+    ranges = ", ".join(
+        f"{k} [{_extreme(v['min'], np.nanmin):.3g}, {_extreme(v['max'], np.nanmax):.3g}]"
+        for k, v in report["observables"].items()
+        if isinstance(v, dict) and {"min", "max"} <= set(v)
+    )
+    if ranges:
+        print(f"range of observables: {ranges}")
     nw = report["newton"]
     if nw["max_iterations"]:
         ok = "all converged" if nw["all_converged"] else "SOME FAILED"

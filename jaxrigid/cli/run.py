@@ -161,7 +161,9 @@ def _integrate(spec: RunSpec, model, state0, chunks, progress: Progress) -> Traj
 
 
 def cmd_run(args) -> int:
-    """Integrate a case; write `.npz`, `.csv` and `.png`; print a summary or JSON."""
+    """Integrate a case; write `.npz`, `.csv` and `.png`; print a summary or JSON. The
+    model's invariants are split into those its exact flow conserves (their drift) and
+    those the case changes (their range, with the work done on a driven ball)."""
     spec = _run_spec(args)
     output.make_out_dir(spec.out)
     model, state0 = _initial(spec)
@@ -171,7 +173,9 @@ def cmd_run(args) -> int:
 
     with stored_programs(program_key(spec)):
         traj = _integrate(spec, model, state0, chunks, progress)
-    invariants = output.evaluate_invariants(model, traj.ts, traj.states)
+    values = output.evaluate_invariants(model, traj.ts, traj.states)
+    conserved, varying = output.split_invariants(model, values)
+    varying.update(output.work_along(model, traj.ts, traj.states, conserved))
     observables = spec.case.observables(model, traj.ts, traj.states, spec.params)
     if traj.observations is not None:
         observables = {
@@ -182,9 +186,10 @@ def cmd_run(args) -> int:
     if refine is not None:
         extra = refine(spec.integrator, model, state0, spec.dt, spec.n_steps, spec.params)
         observables = {**observables, **extra}
-    report = output.report(spec, traj, invariants, observables)
+    report = output.report(spec, traj, conserved, varying, observables)
+    meta = output.metadata(spec, traj, chunks, conserved, varying)
     try:
-        paths = output.write_outputs(spec, traj, invariants)
+        paths = output.write_outputs(spec, traj, conserved, varying, meta)
     except OSError as err:
         raise RunError(f"cannot write into {str(spec.out)!r}: {err}") from None
     output.warn_failures(spec, traj)

@@ -20,13 +20,15 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import _linalg
-from .._checks import Check
+from .._checks import Check, is_concrete
 from ..lie import so3
 
 __all__ = [
     "AbstractModel",
     "Check",
+    "axis_index",
     "finite",
+    "known_zero",
     "per_member",
     "rotation_checks",
     "spd3_checks",
@@ -60,6 +62,14 @@ class AbstractModel(eqx.Module):
         where known (`simulate` passes `t0`), for a model whose constraints depend on it."""
         return []
 
+    def conserved_quantities(self) -> frozenset[str] | None:
+        """The names among `invariants` that this model's exact flow conserves; `None`: all
+        of them. A constraint's or a normalisation's error (`RtR_error`) counts as conserved
+        (the exact flow keeps it zero); an energy a driving changes, a momentum a torque
+        changes, does not. Decided from the model's structure and, where it depends on them,
+        concrete parameter values; a traced value counts as unknown, hence not conserved."""
+        return None
+
 
 S = TypeVar("S")
 
@@ -85,6 +95,20 @@ def per_member(tree, n_model_axes: int, batch: tuple):
         return jnp.broadcast_to(x, tuple(batch) + event).reshape((-1,) + event)
 
     return jax.tree_util.tree_map(flat, tree)
+
+
+def known_zero(x) -> bool:
+    """Whether `x` is concrete and zero everywhere (a traced `x` is not known to be)."""
+    return is_concrete(x) and not bool(jnp.any(jnp.asarray(x) != 0))
+
+
+def axis_index(v) -> int | None:
+    """`k` when the concrete vector `v (3,)` lies along the coordinate axis `e_k` (0-based),
+    else `None` (another direction, a batch of vectors, or a traced `v`)."""
+    if not is_concrete(v) or jnp.shape(v) != (3,):
+        return None
+    nonzero = [k for k in range(3) if bool(jnp.asarray(v)[k] != 0)]
+    return nonzero[0] if len(nonzero) == 1 else None
 
 
 def finite(x, event_ndims: int):

@@ -47,6 +47,12 @@ class ChainBoundary(eqx.Module):
         ):
             raise ValueError(f"a force on the last body needs kind 'c1-c2', not {self.kind!r}")
 
+    @property
+    def keeps_momenta(self) -> bool:
+        """Whether the chain's total momentum and angular momentum are conserved: for the
+        free chain only (a held body or the force on the last one acts from outside)."""
+        return self.kind == "free"
+
     def translation_mask(self, n_bodies: int, dtype=jnp.float64):
         """`(N+2,)`: 1 for a body whose centre moves, 0 for a held one."""
         held_first = self.kind != "free"

@@ -145,6 +145,14 @@ class RigidBodyChain(AbstractModel):
         out["tangency_error"] = jnp.max(tangency, axis=-1)
         return out
 
+    def conserved_quantities(self) -> frozenset[str]:
+        """`energy` and the constraint errors; the total momenta (`momentum1..3`,
+        `angular_momentum1..3`) for the free chain only (`ChainBoundary.keeps_momenta`)."""
+        kept = {"energy", "RtR_error", "tangency_error"}
+        if self.boundary.keeps_momenta:
+            kept |= {f"{name}{i}" for name in ("momentum", "angular_momentum") for i in (1, 2, 3)}
+        return frozenset(kept)
+
     # --- the model contract --------------------------------------------------------------
 
     def state_event_ndims(self) -> ChainMatrixState:

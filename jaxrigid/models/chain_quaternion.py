@@ -202,6 +202,14 @@ class QuaternionChain(AbstractModel):
             "qg_error": jnp.max(jnp.abs(jnp.sum(state.q * state.g, axis=-1))),
         }
 
+    def conserved_quantities(self) -> frozenset[str]:
+        """`energy` and the constraint errors; the total momenta (`momentum1..3`,
+        `angular_momentum1..3`) for the free chain only (`ChainBoundary.keeps_momenta`)."""
+        kept = {"energy", "unit_norm_error", "qg_error"}
+        if self.boundary.keeps_momenta:
+            kept |= {f"{name}{i}" for name in ("momentum", "angular_momentum") for i in (1, 2, 3)}
+        return frozenset(kept)
+
     # --- the model contract -------------------------------------------------------------
 
     def state_event_ndims(self) -> ChainQuaternionState:

@@ -20,7 +20,7 @@ from .. import _checks
 from .._checks import is_concrete
 from ..lie import so3
 from .base import AbstractModel, Check, event_ndims, finite, rotation_checks
-from .rigid_body import AbstractPotential
+from .rigid_body import AbstractPotential, potential_conserves
 
 
 class ConstrainedRigidBodyState(NamedTuple):
@@ -118,6 +118,15 @@ class ConstrainedRigidBody(AbstractModel):
             "RtR_error": RtR,
             "tangency_error": tangency,
         }
+
+    def conserved_quantities(self) -> frozenset[str]:
+        """Without a potential all of `invariants`; in one what `potential_conserves` says
+        (`H`, the spatial momentum along its symmetry axis), not `K`. The constraint errors
+        always."""
+        kept = {"RtR_error", "tangency_error"} | potential_conserves(self.potential)
+        if self.potential is None:
+            kept |= {"K", "pi1", "pi2", "pi3"}
+        return frozenset(kept)
 
     def state_event_ndims(self) -> ConstrainedRigidBodyState:
         return event_ndims(ConstrainedRigidBodyState, R=2, P=2)

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _checks
-from .base import AbstractModel, Check, event_ndims, finite, spd3_checks
+from .base import AbstractModel, Check, event_ndims, finite, known_zero, spd3_checks
 
 
 class DirectorState(NamedTuple):
@@ -157,6 +157,10 @@ class AbstractMoment(eqx.Module):
     def __call__(self, t, d1, d2, d3):
         raise NotImplementedError
 
+    def vanishes(self) -> bool:
+        """Whether the moment is known to be zero at all times (default: not known)."""
+        return False
+
 
 class MaterialPulseMoment(AbstractMoment):
     """`m⊥(t) = −f(t) (A¹ d1 + A² d2)` with `f` of (116) (§6, eqs. 115 and 118).
@@ -164,6 +168,10 @@ class MaterialPulseMoment(AbstractMoment):
     `amplitudes (2,)` = `(A¹, A²)`: Case 2 is (2472.5, 1075), Case 3 (1236.25, 537.5)."""
 
     amplitudes: jax.Array
+
+    def vanishes(self) -> bool:
+        """Zero (concrete) amplitudes."""
+        return known_zero(self.amplitudes)
 
     def __call__(self, t, d1, d2, d3):
         del d3
@@ -215,6 +223,11 @@ class DirectorRigidBody(AbstractModel):
             pi = spatial_momentum(self.euler_inertia, state)
             out.update({f"pi{i + 1}": pi[i] for i in range(3)})
         return out
+
+    def conserved_quantities(self) -> frozenset[str] | None:
+        """Without a load (or one that `vanishes`) all of `invariants`; under a load none:
+        it changes `K` and the momenta."""
+        return None if self.moment is None or self.moment.vanishes() else frozenset()
 
     def state_event_ndims(self) -> DirectorState:
         return event_ndims(DirectorState, q=1, v=1)

@@ -19,7 +19,15 @@ import jax.numpy as jnp
 
 from .. import _linalg
 from ..lie import so3
-from .base import AbstractModel, Check, event_ndims, finite, rotation_checks, spd3_checks
+from .base import (
+    AbstractModel,
+    Check,
+    axis_index,
+    event_ndims,
+    finite,
+    rotation_checks,
+    spd3_checks,
+)
 
 
 class RigidBodyState(NamedTuple):
@@ -30,11 +38,22 @@ class RigidBodyState(NamedTuple):
 
 
 class AbstractPotential(eqx.Module):
-    """A potential energy `V(t, R)` of the attitude; array fields are sweepable parameters."""
+    """A potential energy `V(t, R)` of the attitude; array fields are sweepable parameters.
+
+    What the flow in it conserves (`RigidBody.conserved_quantities`): `autonomous`, whether
+    `V` does not depend on `t` (then `H` is conserved; the default, `False`, claims nothing);
+    `symmetry_axis()`, a spatial axis about which turning the body leaves `V` unchanged
+    (then the spatial momentum along it is conserved), or `None`."""
+
+    autonomous: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, t, R):
         """Scalar potential energy at time `t` and attitude `R (3, 3)`."""
+
+    def symmetry_axis(self) -> jax.Array | None:
+        """A spatial axis `a (3,)` with `V(t, exp(θâ) R) = V(t, R)` for every `θ`, or `None`."""
+        return None
 
 
 class HeavyTopPotential(AbstractPotential):
@@ -43,12 +62,17 @@ class HeavyTopPotential(AbstractPotential):
     Krysl §5.2–5.3 (spatial torque `t = −20 R(:,3) × e3`) is `c = (0, 0, 20)`, `up = e3`.
     """
 
+    autonomous: ClassVar[bool] = True
     weighted_com: jax.Array
     up: jax.Array
 
     def __call__(self, t, R):
         del t
         return jnp.dot(self.up, R @ self.weighted_com)
+
+    def symmetry_axis(self) -> jax.Array:
+        """`up`: gravity does not change under turns about the vertical."""
+        return self.up
 
 
 class AxialPowerPotential(AbstractPotential):
@@ -60,14 +84,32 @@ class AxialPowerPotential(AbstractPotential):
     `jaxrigid.cases.krysl` for the sign of the printed torque against the paper's words.
     """
 
+    autonomous: ClassVar[bool] = True
     coulomb: jax.Array
     wall: jax.Array
     offset: jax.Array
+
+    def symmetry_axis(self) -> jax.Array:
+        """`e3`: `R₃₃ = e3·R e3` does not change under turns about the spatial e3."""
+        return jnp.array([0.0, 0.0, 1.0])
 
     def __call__(self, t, R):
         del t
         u = self.offset + R[2, 2]
         return self.coulomb / u + self.wall / u**10
+
+
+def potential_conserves(potential: AbstractPotential | None) -> frozenset[str]:
+    """What a body's flow keeps of `H` and the spatial momentum `pi1..3` in `potential`
+    alone (no other torque): `H` if it is autonomous (or absent), and the component along
+    its symmetry axis where that is a coordinate axis `e_k` (`pik`)."""
+    if potential is None:
+        return frozenset({"H"})
+    kept = {"H"} if potential.autonomous else set()
+    k = axis_index(potential.symmetry_axis())
+    if k is not None:
+        kept.add(f"pi{k + 1}")
+    return frozenset(kept)
 
 
 class RigidBody(AbstractModel):
@@ -142,6 +184,24 @@ class RigidBody(AbstractModel):
             "RtR_error": so3.orthogonality_error(state.R),
             **extra,
         }
+
+    def conserved_quantities(self) -> frozenset[str]:
+        """Torque-free: all of `invariants`. In a potential (`potential_conserves`): `H` if
+        it is autonomous, the spatial momentum `pik` along its symmetry axis where that is
+        `e_k`, and for a heavy top `Pi_dot_Gamma` (`⟨Π, Γ⟩ = π·up/|up|`, the vertical
+        spatial momentum); not `K`, `pi_norm` nor the other components. Under a user's
+        `torque`, none of these. Always `RtR_error`, and `Gamma_norm` (`|Rᵀ up|/|up|`: one
+        for a rotation)."""
+        kept = {"RtR_error"}
+        if isinstance(self.potential, HeavyTopPotential):
+            kept.add("Gamma_norm")
+        if self.torque is None:
+            kept |= potential_conserves(self.potential)
+            if self.potential is None:
+                kept |= {"K", "pi1", "pi2", "pi3", "pi_norm"}
+            elif isinstance(self.potential, HeavyTopPotential):
+                kept.add("Pi_dot_Gamma")
+        return frozenset(kept)
 
     def vector_field(self, t, state: RigidBodyState) -> RigidBodyState:
         """`(Ṙ, Π̇)` of eq. (7), for reference integrators that work in the embedding space."""

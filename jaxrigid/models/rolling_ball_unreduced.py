@@ -32,7 +32,7 @@ from ..nonholonomic import (
     quaternion_rate,
 )
 from ..rails import AbstractRail, rail_checks
-from .base import AbstractModel, Check, event_ndims, finite, spd3_checks
+from .base import AbstractModel, Check, event_ndims, finite, known_zero, spd3_checks
 
 
 class RollingBallUnreducedState(NamedTuple):
@@ -243,6 +243,13 @@ class RollingBallUnreduced(AbstractModel):
             "quaternion_norm_error": jnp.abs(jnp.linalg.norm(state.q) - 1.0),
             "height_error": jnp.abs(state.x[2] - self.radius),
         }
+
+    def conserved_quantities(self) -> frozenset[str]:
+        """`quaternion_norm_error`, `height_error`; `energy` only for passive masses (no
+        rails, or dynamic ones with no `actuation`) and `F = 0` (concrete)."""
+        passive = not self.rails or (self.control is None and self.actuation is None)
+        energy = {"energy"} if passive and known_zero(self.external_force) else set()
+        return frozenset({"quaternion_norm_error", "height_error", *energy})
 
     # -- the model contract --
 

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from ..nonholonomic import callable_parameter
-from .base import AbstractModel, Check, event_ndims, finite
+from .base import AbstractModel, Check, event_ndims, finite, known_zero
 
 
 class RollingDiskState(NamedTuple):
@@ -183,6 +183,12 @@ class RollingDisk(AbstractModel):
 
     def invariants(self, t, state) -> dict[str, jax.Array]:
         return {"energy": self.energy(t, state)}
+
+    def conserved_quantities(self) -> frozenset[str]:
+        """`energy` with no masses on rails (they are prescribed: a control moves them) and
+        `F = 0` (concrete); else nothing."""
+        still = not self.rails and known_zero(self.external_force)
+        return frozenset({"energy"} if still else ())
 
     def state_event_ndims(self) -> RollingDiskState:
         return event_ndims(RollingDiskState, phi=0, phi_dot=0, x=0)

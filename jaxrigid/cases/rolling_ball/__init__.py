@@ -11,16 +11,17 @@ documented with each case. The ball cases share the two-circles shell: `r = 1`, 
 `𝕀 = diag(0.4, 0.45, 0.5)` about the shell's centre of mass, `χ₀ = (0, 0, −0.1)`, `g = 9.81`;
 each starts with `Λ = 1` and the contact point at the origin.
 
-**Reports.** Every case reports the total energy as the invariant `energy` (kinetic plus
-potential; conserved only by the passive ball and by Suslov's body — elsewhere the actuators
-work on the ball). The ball cases' `final_state` is `(q, Omega, x)`: `q` the attitude
-quaternion (w, x, y, z), body → space, `Omega` the body angular velocity, `x` the geometric
-centre (three components, `x₃ = r`; `x₁, x₂` the contact point's); the passive ball's also has
-the rail coordinates `theta` and rates `theta_dot`. Their observables: `min_normal_force`
-(`N = e₃·F_contact`, the minimum over the saved trajectory; rolling needs `N > 0`) and
-`max_friction_needed` (the maximum of `|F_t|/N`, the friction coefficient rolling without
-slipping needs; `null` in the JSON where `N ≤ 0`), one per ensemble member. `rolling-disk`
-and `suslov` report otherwise (their modules' docstrings).
+**Reports.** Every case reports the total energy `energy` (kinetic plus potential): an
+invariant of the passive ball and of Suslov's body; elsewhere the actuators work on the ball,
+so it is an observable (its range), with the work `actuator_work` they do
+(`RollingBall.conserved_quantities`, `jaxrigid run`). The ball cases' `final_state` is
+`(q, Omega, x)`: `q` the attitude quaternion (w, x, y, z), body → space, `Omega` the body
+angular velocity, `x` the geometric centre (three components, `x₃ = r`; `x₁, x₂` the contact
+point's); the passive ball's also has the rail coordinates `theta` and rates `theta_dot`.
+Their observables: `min_normal_force` (`N = e₃·F_contact`, the minimum over the saved
+trajectory; rolling needs `N > 0`) and `max_friction_needed` (the maximum of `|F_t|/N`, the
+friction coefficient rolling without slipping needs; `null` in the JSON where `N ≤ 0`), one
+per ensemble member. `rolling-disk` and `suslov` report otherwise (their modules' docstrings).
 """
 
 from __future__ import annotations

@@ -198,8 +198,9 @@ def _ball_case(
 
 
 _BALL_REPORT = (
-    " Reports: invariant energy; final_state q (w, x, y, z), Omega, x (x3 = r); observables "
-    "min_normal_force, max_friction_needed."
+    " Reports: invariants quaternion_norm_error, height_error; observables energy and "
+    "actuator_work (the masses work on the ball: E(t) − E(0) = W(t)), min_normal_force, "
+    "max_friction_needed; final_state q (w, x, y, z), Omega, x (x3 = r)."
 )
 _SHELL = (
     "The shell of rolling-ball-two-circles (r = 1, m0 = 1, I = diag(0.4, 0.45, 0.5), "
@@ -298,7 +299,7 @@ CASES = [
         "spinning at Ω = (0.5, 0, 2) rad/s. Energy is conserved by the flow; RKMK4 at "
         "h = 0.01 keeps it to 2.2e-9 relative over t_end = 10 (its error: measured O(h⁵) "
         "here, 6.9e-8 at h = 0.02). Reports as the ball's, with "
-        "final_state also theta, theta_dot.",
+        "energy an invariant (no actuator work) and final_state also theta, theta_dot.",
         _build_passive,
         {
             **_two_circles_parameters(),

@@ -24,8 +24,11 @@ DT = 0.01
 
 
 def family_fields(t_end: float = 10.0) -> dict[str, Any]:
-    """The `Case` fields of every case of the family: family, method, step and horizon."""
-    return dict(family=FAMILY, default_method=METHOD, default_dt=DT, default_t_end=t_end)
+    """The `Case` fields of every case of the family: family, method, step, horizon, and its
+    units (SI: g = 9.81 m/s²)."""
+    return dict(
+        family=FAMILY, default_method=METHOD, default_dt=DT, default_t_end=t_end, si_units=True
+    )
 
 
 # --- parameters ------------------------------------------------------------------------------

@@ -80,7 +80,8 @@ CASES = [
         "restricted to the plane), so final_state is the ball's (q, Omega, x), with "
         "Omega = −φ̇ e2 and x = (x, 0, r); the disk's own state (φ, φ̇, x), Γ = (sin φ, 0, "
         "cos φ), is the observable disk_final_state. Also min_normal_force, "
-        "max_friction_needed; invariant energy. h = 0.01, t_end = 10.",
+        "max_friction_needed; observables energy and actuator_work (the swung mass works "
+        "on the disk). h = 0.01, t_end = 10.",
         **family_fields(),
         parameters={
             "radius": Parameter(1.0, "disk radius r"),

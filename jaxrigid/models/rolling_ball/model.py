@@ -28,9 +28,9 @@ import jax.numpy as jnp
 from ... import _checks, _linalg
 from ..._checks import is_concrete
 from ..._linalg import Vec3
-from ...controls import AbstractControl, ZeroControl
+from ...controls import AbstractControl, ConstantControl, ZeroControl
 from ...lie import quaternion
-from ..base import AbstractModel, Check, event_ndims
+from ..base import AbstractModel, Check, event_ndims, known_zero
 from . import checks
 
 __all__ = ["RollingBall", "RollingBallState", "rolling_ball_state", "vertical"]
@@ -315,6 +315,14 @@ class RollingBall(AbstractModel):
             "quaternion_norm_error": jnp.abs(jnp.linalg.norm(state.q) - 1.0),
             "height_error": jnp.abs(state.x[2] - self.radius),
         }
+
+    def conserved_quantities(self) -> frozenset[str]:
+        """`quaternion_norm_error`, `height_error`; `energy` only with the masses held still
+        (no rails, or a `ConstantControl`) and `F = 0` (concrete): otherwise the actuators
+        or the force work on the ball (`actuator_power`, `external_power`)."""
+        still = not self.rails or isinstance(self.control, (ConstantControl, ZeroControl))
+        energy = {"energy"} if still and known_zero(self.external_force) else set()
+        return frozenset({"quaternion_norm_error", "height_error", *energy})
 
     # --- the model contract -----------------------------------------------------------------
 
