@@ -53,6 +53,15 @@ class ChainBoundary(eqx.Module):
         free chain only (a held body or the force on the last one acts from outside)."""
         return self.kind == "free"
 
+    def conserved(self, constraint_errors: tuple[str, ...]) -> frozenset[str]:
+        """What a chain's flow conserves (its model's `conserved_quantities`): the energy and
+        the model's `constraint_errors`, and the total momenta (`momentum1..3`,
+        `angular_momentum1..3`) where `keeps_momenta`."""
+        kept = {"energy", *constraint_errors}
+        if self.keeps_momenta:
+            kept |= {f"{name}{i}" for name in ("momentum", "angular_momentum") for i in (1, 2, 3)}
+        return frozenset(kept)
+
     def translation_mask(self, n_bodies: int, dtype=jnp.float64):
         """`(N+2,)`: 1 for a body whose centre moves, 0 for a held one."""
         held_first = self.kind != "free"

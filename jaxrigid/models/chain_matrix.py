@@ -146,12 +146,9 @@ class RigidBodyChain(AbstractModel):
         return out
 
     def conserved_quantities(self) -> frozenset[str]:
-        """`energy` and the constraint errors; the total momenta (`momentum1..3`,
-        `angular_momentum1..3`) for the free chain only (`ChainBoundary.keeps_momenta`)."""
-        kept = {"energy", "RtR_error", "tangency_error"}
-        if self.boundary.keeps_momenta:
-            kept |= {f"{name}{i}" for name in ("momentum", "angular_momentum") for i in (1, 2, 3)}
-        return frozenset(kept)
+        """`energy` and the constraint errors; the total momenta for the free chain only
+        (`ChainBoundary.conserved`)."""
+        return self.boundary.conserved(("RtR_error", "tangency_error"))
 
     # --- the model contract --------------------------------------------------------------
 

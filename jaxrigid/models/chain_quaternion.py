@@ -203,12 +203,9 @@ class QuaternionChain(AbstractModel):
         }
 
     def conserved_quantities(self) -> frozenset[str]:
-        """`energy` and the constraint errors; the total momenta (`momentum1..3`,
-        `angular_momentum1..3`) for the free chain only (`ChainBoundary.keeps_momenta`)."""
-        kept = {"energy", "unit_norm_error", "qg_error"}
-        if self.boundary.keeps_momenta:
-            kept |= {f"{name}{i}" for name in ("momentum", "angular_momentum") for i in (1, 2, 3)}
-        return frozenset(kept)
+        """`energy` and the constraint errors; the total momenta for the free chain only
+        (`ChainBoundary.conserved`)."""
+        return self.boundary.conserved(("unit_norm_error", "qg_error"))
 
     # --- the model contract -------------------------------------------------------------
 
