@@ -157,20 +157,17 @@ class AbstractMoment(eqx.Module):
     def __call__(self, t, d1, d2, d3):
         raise NotImplementedError
 
-    def vanishes(self) -> bool:
-        """Whether the moment is known to be zero at all times (default: not known)."""
+    def vanishes(self) -> bool:  # known to be zero at all times (default: not known)
         return False
 
 
 class MaterialPulseMoment(AbstractMoment):
-    """`m⊥(t) = −f(t) (A¹ d1 + A² d2)` with `f` of (116) (§6, eqs. 115 and 118).
-
-    `amplitudes (2,)` = `(A¹, A²)`: Case 2 is (2472.5, 1075), Case 3 (1236.25, 537.5)."""
+    """`m⊥(t) = −f(t) (A¹ d1 + A² d2)` with `f` of (116) (§6, eqs. 115 and 118); `amplitudes
+    (2,)` = `(A¹, A²)`: Case 2 is (2472.5, 1075), Case 3 (1236.25, 537.5)."""
 
     amplitudes: jax.Array
 
-    def vanishes(self) -> bool:
-        """Zero (concrete) amplitudes."""
+    def vanishes(self) -> bool:  # zero (concrete) amplitudes
         return known_zero(self.amplitudes)
 
     def __call__(self, t, d1, d2, d3):
@@ -225,8 +222,7 @@ class DirectorRigidBody(AbstractModel):
         return out
 
     def conserved_quantities(self) -> frozenset[str] | None:
-        """Without a load (or one that `vanishes`) all of `invariants`; under a load none:
-        it changes `K` and the momenta."""
+        """All of `invariants` without a load (or one that `vanishes`), none under one."""
         return None if self.moment is None or self.moment.vanishes() else frozenset()
 
     def state_event_ndims(self) -> DirectorState:
