@@ -193,10 +193,10 @@ def check_integrates(integrator, model) -> None:
     of the registry that do."""
     if integrator.integrates(model):
         return
-    from .integrators import REGISTRY
+    from .integrators import classes_for
 
     # each by its name and its class: a name two families share (`gauss6`) is told apart
-    valid = [f"{c.name} (jaxrigid.{c.__name__})" for c in REGISTRY if c().integrates(model)]
+    valid = [f"{c.name} (jaxrigid.{c.__name__})" for c in classes_for(model)]
     raise IncompatibleModelError(
         f"{integrator.name} does not integrate a {type(model).__name__} "
         f"({integrator.model_requirement}); methods that do: {', '.join(valid) or 'none'}"

@@ -196,6 +196,8 @@ def test_text_summary(short_run, tmp_path):
         stdout.splitlines()[1],
     )
     assert cost, stdout
+    # the line prints the cost to 6 significant digits (`.6g`: half a unit in the 6th, 5e-6
+    # relative) and the infeasibility to 4 (`.3e`: 5e-4 relative)
     assert float(cost.group(2)) == pytest.approx(first["cost_final"], rel=1e-5)
     assert float(cost.group(4)) == pytest.approx(first["infeasibility"], rel=1e-3)
     assert float(cost.group(3)) > float(cost.group(4))  # four iterations moved towards it

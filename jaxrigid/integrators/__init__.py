@@ -168,14 +168,15 @@ RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
 """The rigid-body methods by canonical name (a view of `REGISTRY`)."""
 
 
+def classes_for(model) -> list[type[AbstractIntegrator]]:
+    """The registered integrator classes that integrate `model`, in registry order."""
+    return [cls for cls in REGISTRY if cls().integrates(model)]
+
+
 def methods_for(model) -> list[str]:
     """The canonical names of the registered integrators that integrate `model`, in registry
     order."""
-    names = []
-    for cls in REGISTRY:
-        if cls.name not in names and cls().integrates(model):
-            names.append(cls.name)
-    return names
+    return list(dict.fromkeys(cls.name for cls in classes_for(model)))
 
 
 def get_method(name: str, family: str | None = None):
