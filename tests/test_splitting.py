@@ -136,8 +136,9 @@ def test_a_torque_function_is_refused():
 def test_fast_top_error_far_below_imidm_at_equal_step():
     """Krysl's fast top (Ω₃ = 50) to t = 2 in 100 steps: LP-split's free flow is exact for this
     axisymmetric body, so only the gravity coupling makes an error. Measured attitude errors
-    5.5e-5 (LP-split) and 6.2e-3 (IMIDM), 112×; asserted ≥ 50× (the README's "100× less"), a
-    factor a method whose spin were split, as IMIDM's is, does not reach."""
+    5.5e-5 (LP-split) and 6.2e-3 (IMIDM), 112×; asserted ≥ 50× ("100× less" in
+    docs/choosing-an-integrator.md), a factor a method whose spin were split, as IMIDM's is,
+    does not reach."""
     model, state0 = problem("krysl-fast-top")
     ref = reference_at("krysl-fast-top", 2.0)
     split = state_error(integrate(LiePoissonSplitting(), model, state0, 0.02, 100), ref)[1]
