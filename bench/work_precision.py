@@ -247,7 +247,7 @@ if bad := set(A.dtypes) - {"float64", "float32"}:
     p.error(f"--dtypes: unknown {sorted(bad)}; float64 and/or float32")
 
 # Default long horizons (time units): 10⁴; on the CPU 10³ for the free body and the Coulomb
-# wall and 200 for the fast top (README "Work–precision": the CPU budget, and DOP853's own
+# wall and 200 for the fast top (docs/choosing-an-integrator.md: the CPU budget, and DOP853's own
 # error at 10⁴).
 T_LONG = dict.fromkeys(PROBLEM_NAMES, 1e4)
 if CPU:
