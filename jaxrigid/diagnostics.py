@@ -1,10 +1,26 @@
-"""Diagnostics: invariants along a trajectory, their drift, and measured order."""
+"""Diagnostics: a function and the invariants along a trajectory, their drift, and measured
+order."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+
+def along(fn, model, ts, states):
+    """`fn(t, state)` (a pytree of arrays, one member) at every saved state of a `Solution`'s
+    `states` (an unbatched `model`): leaves `(*ensemble, n_save, ...)`. Traceable: jit it
+    (`Case.observe`, the command's `evaluate_along`)."""
+    ndims = model.state_event_ndims()
+    first, nd0 = jax.tree_util.tree_leaves(states)[0], jax.tree_util.tree_leaves(ndims)[0]
+    batch = np.shape(first)[: np.ndim(first) - nd0]  # (*ensemble, n_save)
+    flat = jax.tree_util.tree_map(
+        lambda x, e: jnp.reshape(x, (-1,) + np.shape(x)[np.ndim(x) - e :]), states, ndims
+    )
+    t = jnp.reshape(jnp.broadcast_to(jnp.asarray(ts), batch), (-1,))
+    out = jax.vmap(fn)(t, flat)
+    return jax.tree_util.tree_map(lambda y: jnp.reshape(y, batch + y.shape[1:]), out)
 
 
 def invariants_along(model, ts, states, model_axes=None) -> dict[str, jax.Array]:

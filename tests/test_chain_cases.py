@@ -165,7 +165,7 @@ def test_observables():
     not move; `tilt_max` 0 when no body turned."""
     case, (qmodel, qstate), _ = _forms("chain-tetrahedra-c1c1")
     states = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), qstate)
-    obs = case.observables(qmodel, jnp.array([0.0, 1.0]), states, case.resolve())
+    obs = case.observe(qmodel, jnp.array([0.0, 1.0]), states, case.resolve())
     np.testing.assert_array_equal(obs["end_final"], np.asarray(qstate.r[-1]))
     assert obs["extension_final"] == pytest.approx(1.0, abs=1e-15)
     assert obs["tilt_max"] == pytest.approx(0.0, abs=1e-7)

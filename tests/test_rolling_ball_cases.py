@@ -46,7 +46,7 @@ def _case(name):
 
 
 def _observables(case, model, sol):
-    return case.observables(model, np.asarray(sol.ts), sol.states, case.resolve())
+    return case.observe(model, np.asarray(sol.ts), sol.states, case.resolve())
 
 
 def test_the_seven_cases_are_listed_with_their_defaults():

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._suggest import did_you_mean
+from ..diagnostics import along
 
 _MODELS: dict[int, tuple[Any, tuple]] = {}  # id(case) -> (case, models): cases are unhashable
 
@@ -94,9 +95,14 @@ class Case:
     parameters: dict[str, Parameter]
     build: Callable[[dict[str, float]], tuple[Any, Any]]
     perturb: Callable[[Any, np.random.Generator, float, int], Any]  # (state, rng, spread, n)
-    observables: Callable[[Any, Any, Any, dict[str, float]], dict[str, Any]] = (
-        lambda model, ts, states, params: {}
+    # `(model, ts, states, params, values) -> {name: per member}` over a saved path; `values`
+    # are `pointwise`'s at every saved state (`{}` without it)
+    observables: Callable[[Any, Any, Any, dict[str, float], dict], dict[str, Any]] = (
+        lambda model, ts, states, params, values: {}
     )
+    # `(model, params) -> fn(t, state) -> {name: array}`: what `observables` needs at every
+    # saved state; the command evaluates it in the one program of the invariants (`observe`)
+    pointwise: Callable[[Any, dict[str, float]], Callable[[Any, Any], dict]] | None = None
     ensemble_spread: float = 1e-2
     torque_free: bool = False  # descriptive: the body feels no torque
     # the parameters are in SI units (t in s, energies in J); False: the paper's are
@@ -112,6 +118,15 @@ class Case:
     # model type integrated by other methods (the chain of bodies in rotation matrices, for
     # `rattle`, next to its quaternion `build`, for `gauss6`); `build_for` picks the form
     other_forms: tuple[Callable[[dict[str, float]], tuple[Any, Any]], ...] = ()
+
+    def observe(self, model, ts, states, params, values: dict | None = None) -> dict[str, Any]:
+        """The observables over a saved path (leaves `(*ensemble, n_save, ...)`); `values`:
+        `pointwise` already evaluated there (`diagnostics.along`), else evaluated here."""
+        if values is None:
+            fn = None if self.pointwise is None else self.pointwise(model, params)
+            run = jax.jit(lambda ts, states: along(fn, model, ts, states))
+            values = {} if fn is None else jax.tree_util.tree_map(np.asarray, run(ts, states))
+        return self.observables(model, ts, states, params, values)
 
     def forms(self) -> tuple[Callable, ...]:
         """`(build, *other_forms)`."""

@@ -147,7 +147,7 @@ def _attitudes(states):
     return np.asarray(quaternion_matrix(states.q))
 
 
-def observables(model, ts, states, params):
+def observables(model, ts, states, params, values):
     """`end_final`: the last body's centre at the end; `extension_final`: its distance from
     the first body's centre, over the initial one; `tilt_max`: the largest angle (rad) by which
     a body's x axis turned away from the chain's axis x over the run."""

@@ -129,7 +129,7 @@ def _build_heavy_top(p):
     return RigidBody(_inertia(p), potential), RigidBodyState(R0, _vec(p, "M"))
 
 
-def _heavy_top_observables(model, ts, states, params):
+def _heavy_top_observables(model, ts, states, params, values):
     Gamma3 = np.asarray(states.R[..., 2, 2])
     return {"Gamma3_min": Gamma3.min(axis=-1), "Gamma3_max": Gamma3.max(axis=-1)}
 
@@ -193,7 +193,7 @@ def perturb_coupled(state: CoupledBodiesState, rng: np.random.Generator, spread:
     )
 
 
-def _coupled_observables(model, ts, states, params):
+def _coupled_observables(model, ts, states, params, values):
     """Extremes over the run of each body's momentum components, `(2, 3)` per member."""
     Pi = np.asarray(states.Pi)
     return {"Pi_min": Pi.min(axis=-3), "Pi_max": Pi.max(axis=-3)}

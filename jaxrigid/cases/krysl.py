@@ -86,12 +86,12 @@ def _build_coulomb(p):
     return RigidBody(I, potential), RigidBodyState(R0, R0.T @ _vec(p, "pi"))
 
 
-def _top_observables(model, ts, states, params):
+def _top_observables(model, ts, states, params, values):
     R33 = np.asarray(states.R[..., 2, 2])
     return {"R33_min": R33.min(axis=-1), "R33_max": R33.max(axis=-1)}
 
 
-def _coulomb_observables(model, ts, states, params):
+def _coulomb_observables(model, ts, states, params, values):
     u = params["offset"] + np.asarray(states.R[..., 2, 2])
     return {"u_min": u.min(axis=-1), "u_max": u.max(axis=-1)}
 

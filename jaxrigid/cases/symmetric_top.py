@@ -105,7 +105,7 @@ def perturb_rattle(state: ConstrainedRigidBodyState, rng, spread, n):
 
 
 def _com_observables(com):
-    def observables(model, ts, states, params):
+    def observables(model, ts, states, params, values):
         c = np.asarray(com(states, st.top_params(*(params[k] for k in ("m", "g", "l", "I", "I3")))))
         return {
             "com_final": c[..., -1, :],

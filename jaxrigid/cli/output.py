@@ -18,15 +18,29 @@ if TYPE_CHECKING:
     from .run import RunSpec, Trajectory
 
 
-def evaluate_invariants(model, ts, states) -> dict[str, np.ndarray]:
-    """`{name: (*ensemble, n_save)}` along the saved trajectory."""
+def evaluate_along(model, ts, states, case_pointwise=None) -> tuple[dict, dict, dict]:
+    """`(invariants, power, case_values)` at every saved state, leaves `(*ensemble, n_save)`,
+    in ONE program (each program costs its own build, and the power and the contact forces
+    share the mass accelerations): the model's invariants, the power of what works on it
+    (`work_rates`) and the case's `pointwise` function."""
     import jax
-    import jax.numpy as jnp
 
-    from ..diagnostics import invariants_along
+    from ..diagnostics import along
+    from ..program_store import call
 
-    values = jax.jit(invariants_along)(model, jnp.asarray(ts), states)
-    return {k: np.asarray(v) for k, v in values.items()}
+    rates = work_rates(model)
+
+    def at(t, s):
+        return {
+            "invariants": model.invariants(t, s),
+            "power": {k: f(t, s) for k, f in rates.items()},
+            "case": {} if case_pointwise is None else case_pointwise(t, s),
+        }
+
+    # inside the command's `stored_programs` block a second process neither traces nor lowers it
+    program = jax.jit(lambda ts, states: along(at, model, ts, states))
+    out = jax.tree_util.tree_map(np.asarray, call(program, "along", (ts, states)))
+    return out["invariants"], out["power"], out["case"]
 
 
 def _jsonable(x):
@@ -45,7 +59,7 @@ def _jsonable(x):
 
 
 def split_invariants(model, values: dict) -> tuple[dict, dict]:
-    """`(conserved, varying)`: `values` (`evaluate_invariants`) split by what the model's
+    """`(conserved, varying)`: `values` (`evaluate_along`) split by what the model's
     exact flow conserves (`conserved_quantities`; `None`: all of them). A conserved quantity's
     drift is the method's error; a varying one changes with the physics (a driving, a torque,
     a held body), so only its range says something."""
@@ -56,21 +70,25 @@ def split_invariants(model, values: dict) -> tuple[dict, dict]:
     return conserved, {k: v for k, v in values.items() if k not in names}
 
 
-def work_along(model, ts, states, conserved: dict) -> dict[str, np.ndarray]:
-    """The work done on a model whose energy is not conserved, where it can say the power
-    its actuators inject (`actuator_power`, a rolling ball's; `external_power` for a nonzero
-    external force): `actuator_work` (and `external_work`) `W(t) = ∫₀ᵗ P dt`, `(*ensemble,
-    n_save)`, the power at the saved states integrated by `cumulative_integral` (the exact
-    flow has `E(t) − E(0) = W(t)`)."""
-    if "energy" in conserved or not hasattr(model, "actuator_power"):
+def work_rates(model) -> dict:
+    """For a model whose energy is not conserved, where it can say the power its actuators
+    inject (`actuator_power`, a rolling ball's; `external_power` for a nonzero external
+    force): `{"actuator_work": actuator_power, ("external_work": external_power)}`, the rates
+    of the work `W(t) = ∫₀ᵗ P dt` (the exact flow has `E(t) − E(0) = W(t)`)."""
+    names = model.conserved_quantities()
+    if names is None or "energy" in names or not hasattr(model, "actuator_power"):
         return {}
-    from ..cases.rolling_ball.common import along
     from ..models.base import known_zero
 
     rates = {"actuator_work": model.actuator_power}
     if hasattr(model, "external_power") and not known_zero(model.external_force):
         rates["external_work"] = model.external_power
-    power = along(lambda t, s: {k: f(t, s) for k, f in rates.items()}, model, ts, states)
+    return rates
+
+
+def work_along(ts, power: dict) -> dict[str, np.ndarray]:
+    """The work `W(t) = ∫₀ᵗ P dt`, `(*ensemble, n_save)`, of each power at the saved states
+    (`evaluate_along`), integrated by `cumulative_integral`."""
     return {k: cumulative_integral(ts, p) for k, p in power.items()}
 
 

@@ -171,12 +171,14 @@ def cmd_run(args) -> int:
     progress = Progress(spec.n_steps, enabled=len(chunks) > 1)
     from ..program_store import stored_programs
 
+    case = spec.case
+    pointwise = None if case.pointwise is None else case.pointwise(model, spec.params)
     with stored_programs(program_key(spec)):
         traj = _integrate(spec, model, state0, chunks, progress)
-    values = output.evaluate_invariants(model, traj.ts, traj.states)
+        values, power, case_values = output.evaluate_along(model, traj.ts, traj.states, pointwise)
     conserved, varying = output.split_invariants(model, values)
-    varying.update(output.work_along(model, traj.ts, traj.states, conserved))
-    observables = spec.case.observables(model, traj.ts, traj.states, spec.params)
+    varying.update(output.work_along(traj.ts, power))
+    observables = case.observe(model, traj.ts, traj.states, spec.params, case_values)
     if traj.observations is not None:
         observables = {
             **observables,

@@ -34,8 +34,8 @@ from .ball import unreduced_observables as unreduced_observables
 from .common import DT as DT
 from .common import FAMILY as FAMILY
 from .common import METHOD as METHOD
-from .common import along as along
 from .common import ball_observables as ball_observables
+from .common import ball_pointwise as ball_pointwise
 from .disk import disk_observables as disk_observables
 from .disk import perturb_roll_rate as perturb_roll_rate
 from .suslov import perturb_suslov as perturb_suslov

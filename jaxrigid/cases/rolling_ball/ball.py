@@ -28,9 +28,9 @@ from ..base import Case, Parameter, builds, ensemble_members, ensemble_noise
 from .common import (
     NOTE,
     REFERENCE,
-    along,
     ball,
     ball_observables,
+    ball_pointwise,
     contact_summary,
     family_fields,
     floats,
@@ -155,10 +155,15 @@ def perturb_omega(state, rng: np.random.Generator, spread: float, n: int):
     return ensemble_members(state, n, Omega=Omega)
 
 
-def unreduced_observables(model: RollingBallUnreduced, ts, states, params):
-    """The contact force of the unreduced ball (its rolling multiplier) over the saved path:
+def unreduced_pointwise(model: RollingBallUnreduced, params):
+    """The contact force `F` of the unreduced ball (its rolling multiplier) at a state."""
+    return lambda t, s: {"contact_force": model.contact_force(t, s)}
+
+
+def unreduced_observables(model: RollingBallUnreduced, ts, states, params, values):
+    """The contact force over the saved path (`values` from `unreduced_pointwise`):
     `N = F₃`, `|F_t|/N` (`inf` where `N ≤ 0`)."""
-    F = along(model.contact_force, model, ts, states)
+    F = values["contact_force"]
     N, ft = F[..., 2], np.hypot(F[..., 0], F[..., 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         mu = np.where(N > 0, ft / np.where(N > 0, N, 1.0), np.inf)
@@ -180,6 +185,7 @@ def _ball_case(
     see="",
     t_end=10.0,
     observables=ball_observables,
+    pointwise=ball_pointwise,
 ) -> Case:
     """A case of the ball: the shell's parameters, then `parameters`, then the initial `Ω`
     (default `omega`); the paper's `source` and the model note as its reference (then `see`);
@@ -194,6 +200,7 @@ def _ball_case(
         build=build,
         perturb=perturb_omega,
         observables=observables,
+        pointwise=pointwise,
     )
 
 
@@ -310,5 +317,6 @@ CASES = [
         },
         omega=(0.5, 0.0, 2.0),
         observables=unreduced_observables,
+        pointwise=unreduced_pointwise,
     ),
 ]

@@ -7,9 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ...controls import SinusoidControl
 from ...models.rolling_ball import RollingBall
@@ -127,35 +125,21 @@ def swing_ball(p, plane) -> RollingBall:
 # --- observables -----------------------------------------------------------------------------
 
 
-def along(fn, model, ts, states):
-    """`fn(t, state)` (a pytree of arrays, one member) at every saved state: leaves
-    `(*ensemble, n_save, ...)`."""
-    ndims = model.state_event_ndims()
-    first, nd0 = jax.tree_util.tree_leaves(states)[0], jax.tree_util.tree_leaves(ndims)[0]
-    batch = np.shape(first)[: np.ndim(first) - nd0]  # (*ensemble, n_save)
-    flat = jax.tree_util.tree_map(
-        lambda x, e: jnp.reshape(jnp.asarray(x), (-1,) + np.shape(x)[np.ndim(x) - e :]),
-        states,
-        ndims,
-    )
-    t = jnp.reshape(jnp.broadcast_to(jnp.asarray(ts), batch), (-1,))
-    out = jax.jit(jax.vmap(fn))(t, flat)
-    return jax.tree_util.tree_map(lambda y: np.asarray(y).reshape(batch + y.shape[1:]), out)
-
-
 def contact_summary(N, mu):
     """`min_normal_force`, `max_friction_needed` over the saved times (last axis)."""
     return {"min_normal_force": N.min(axis=-1), "max_friction_needed": mu.max(axis=-1)}
 
 
-def ball_observables(model: RollingBall, ts, states, params):
-    """The contact observables of `RollingBall.contact_observables` over the saved path."""
-    obs = along(
-        lambda t, s: {
-            k: model.contact_observables(t, s)[k] for k in ("normal_force", "friction_needed")
-        },
-        model,
-        ts,
-        states,
-    )
-    return contact_summary(obs["normal_force"], obs["friction_needed"])
+def ball_pointwise(model: RollingBall, params):
+    """`normal_force` and `friction_needed` (`RollingBall.contact_observables`) at a state."""
+
+    def contact(t, s):
+        obs = model.contact_observables(t, s)
+        return {k: obs[k] for k in ("normal_force", "friction_needed")}
+
+    return contact
+
+
+def ball_observables(model: RollingBall, ts, states, params, values):
+    """The contact observables over the saved path (`values` from `ball_pointwise`)."""
+    return contact_summary(values["normal_force"], values["friction_needed"])

@@ -20,6 +20,7 @@ from .common import (
     NOTE,
     REFERENCE,
     ball_observables,
+    ball_pointwise,
     family_fields,
     floats,
     swing_ball,
@@ -52,7 +53,7 @@ def perturb_roll_rate(state, rng: np.random.Generator, spread: float, n: int):
     return ensemble_members(state, n, Omega=Omega)
 
 
-def disk_observables(model: RollingBall, ts, states, params):
+def disk_observables(model: RollingBall, ts, states, params, values):
     """The ball's contact observables and the disk's final `(φ, φ̇, x)` (module docstring)."""
     q = np.asarray(states.q)
     w, a, b, c = (q[..., i] for i in range(4))
@@ -63,7 +64,7 @@ def disk_observables(model: RollingBall, ts, states, params):
         "phi_dot": -np.asarray(states.Omega)[..., -1, 1],
         "x": np.asarray(states.x)[..., -1, 0],
     }
-    return {**ball_observables(model, ts, states, params), "disk_final_state": final}
+    return {**ball_observables(model, ts, states, params, values), "disk_final_state": final}
 
 
 CASES = [
@@ -98,5 +99,6 @@ CASES = [
         build=_build_disk,
         perturb=perturb_roll_rate,
         observables=disk_observables,
+        pointwise=ball_pointwise,
     )
 ]

@@ -18,7 +18,6 @@ from ...models.suslov import Suslov, SuslovState
 from ..base import ModelPerturbedCase, Parameter, builds, ensemble_members, ensemble_noise
 from .common import (
     REFERENCE,
-    along,
     family_fields,
     floats,
     inertia_matrix,
@@ -54,14 +53,19 @@ def perturb_suslov_scale(state, rng: np.random.Generator, spread: float, n: int)
     return ensemble_members(state, n, Omega=Omega)
 
 
-def suslov_observables(model: Suslov, ts, states, params):
-    """`max_constraint_torque`: the largest `|λ ξ|` of (A.36) over the saved path."""
+def suslov_pointwise(model: Suslov, params):
+    """The constraint torque's size `|λ ξ|` of (A.36) at a state."""
 
     def torque(t, s):
         xi = model.constraint_vector(t)[0]
-        return jnp.abs(model.multiplier(t, s.Omega)) * jnp.linalg.norm(xi)
+        return {"constraint_torque": jnp.abs(model.multiplier(t, s.Omega)) * jnp.linalg.norm(xi)}
 
-    return {"max_constraint_torque": along(torque, model, ts, states).max(axis=-1)}
+    return torque
+
+
+def suslov_observables(model: Suslov, ts, states, params, values):
+    """`max_constraint_torque`: the largest `|λ ξ|` of (A.36) over the saved path."""
+    return {"max_constraint_torque": values["constraint_torque"].max(axis=-1)}
 
 
 CASES = [
@@ -94,5 +98,6 @@ CASES = [
         perturb=perturb_suslov_scale,
         perturb_with_model=perturb_suslov,
         observables=suslov_observables,
+        pointwise=suslov_pointwise,
     )
 ]
