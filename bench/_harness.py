@@ -24,9 +24,10 @@ from jaxrigid.models.rigid_body import RigidBody, RigidBodyState
 from jaxrigid.reference import rigid_body_reference
 
 CASE_NAME = "krysl-torque-free"
-# The fast setting for large ensembles (docs/choosing-an-integrator.md, "Large ensembles"): two chord updates, no loop;
-# Rodrigues series cut for steps turning by ≤ 0.1 rad (these turn by |Ω|Δt ≈ 0.0094 at
-# Δt = 0.01; a member that turned by more would be reported as a failed step).
+# The fast setting for large ensembles (docs/choosing-an-integrator.md, "Large ensembles"):
+# two chord updates, no loop; Rodrigues series cut for steps turning by ≤ 0.1 rad (these
+# turn by |Ω|Δt ≈ 0.0094 at Δt = 0.01; a member that turned by more would be reported as a
+# failed step).
 FAST_MAX_ANGLE = 0.1
 
 

@@ -17,10 +17,10 @@ each configuration (`first_run_seconds`: everything, compiles included) is a war
 `--repeats` timed calls, median kept.
 
 **Chunk programs** (`--programs mesh,shard_map`): the sweep's loop without its store — each
-chunk's parameters by `_parameters(plan, _padded(...))`, dispatched to the compiled chunk
+chunk's parameters by `chunk_parameters(plan, _padded(...))`, dispatched to the compiled chunk
 program one chunk ahead of the host's `np.asarray` of the previous chunk's results (as `run`
 pipelines them), no zarr writes, no value-check pass. `mesh`: the library's construction
-(`_chunk_program`: `jax.jit(lambda q: _kept(p, q))`, with `in_shardings = out_shardings =
+(`chunk_program`: `jax.jit(lambda q: _kept(p, q))`, with `in_shardings = out_shardings =
 NamedSharding(Mesh(devices, ("members",)), P("members"))` when N > 1), a fresh jit object so
 that its compile is timed; `shard_map`: `jax.jit(shard_map(lambda q: _kept(p, q), mesh=Mesh(
 devices, ("members",)), in_specs=(P("members"),), out_specs=P("members")))` (`jax.shard_map`
@@ -30,7 +30,7 @@ each device running `_kept` on its block. Both are AOT-compiled on the chunk's p
 with the `mesh` program's of the same keep, device count and chunk size and with the 1-device
 `mesh` program's of the same keep (`equal_*`: bitwise; `max_abs_diff_*`).
 
-**Bare ensembles.** The same members built by the sweep's own `_build(plan, _parameters(plan,
+**Bare ensembles.** The same members built by the sweep's own `_build(plan, chunk_parameters(plan,
 arange(n)))` (jitted once, outside the timing), then `jax.jit(simulate(IMIDM(), model, state0,
 dt, steps, save_every=steps, model_axes=0[, observer=InvariantDrift()]))`, AOT-compiled
 (`compile_seconds`), one warm-up call, `--repeats` timed calls ended by `block_until_ready`,
@@ -43,7 +43,7 @@ members/s; target: sweep ≥ 0.9 on CPU), and with the same configuration on 1 d
 **Where a sweep's time goes** (per timed call, from wrappers around `jaxrigid.sweep.run`'s
 functions, installed by this script, and `jax.monitoring`'s compile events): `chunk_size_for`
 (auto only), `validate` (the build-only value-check pass over every chunk), `_layout`
-(`eval_shape`), `Store.create`, `_parameters` (member parameters from the axes), `write_chunk`
+(`eval_shape`), `Store.create`, `chunk_parameters` (member parameters from the axes), `write_chunk`
 (zarr writes and done markers), compile (trace + lowering + backend compile, summed over every
 compile during the call; 0 once `run` caches its programs) and `loop` (from the progress bar's
 creation to its close: the chunks' dispatch, compute, and writes). The program rows are the
@@ -152,12 +152,12 @@ def _timed(name, fn):
     return wrapper
 
 
-_parameters = PG._parameters  # unwrapped, for the program rows
-for _name in ("validate", "chunk_size_for", "_layout", "_parameters"):
+chunk_parameters = PG.chunk_parameters  # unwrapped, for the program rows
+for _name in ("validate", "chunk_size_for", "_layout", "chunk_parameters"):
     setattr(R, _name, _timed(_name, getattr(R, _name)))
 Store.create = classmethod(_timed("Store.create", Store.create.__func__))
 Store.write_chunk = _timed("write_chunk", Store.write_chunk)
-_progress = R._progress
+sweep_progress = R.sweep_progress
 
 
 class _LoopTimer:
@@ -176,7 +176,7 @@ class _LoopTimer:
         _add("loop", time.perf_counter() - self.t)
 
 
-R._progress = lambda *a: _LoopTimer(_progress(*a))
+R.sweep_progress = lambda *a: _LoopTimer(sweep_progress(*a))
 
 _COMPILE_EVENTS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace",
@@ -257,7 +257,7 @@ def program_call(compiled, pl, size):
     `np.asarray` of the previous one's results; the members' results (padding dropped)."""
     n = pl.sweep.n_members
     chunks = list(R._chunks(n, size))
-    launch = lambda c: (c, compiled(_parameters(pl, R._padded(c[1], c[2], size))))  # noqa: E731
+    launch = lambda c: (c, compiled(chunk_parameters(pl, R._padded(c[1], c[2], size))))  # noqa: E731
     out = {}
     pending = launch(chunks[0])
     for k in range(len(chunks)):
@@ -296,7 +296,7 @@ keeps = {"no_invariants": False, "invariants": True}
 keeps = {k: keeps[k] for k in A.keeps.split(",")}
 plans = {k: R.plan(make_sweep(None, inv)) for k, inv in keeps.items()}
 pl0 = next(iter(plans.values()))
-params = {k: np.asarray(v) for k, v in _parameters(pl0, np.arange(n_members)).items()}
+params = {k: np.asarray(v) for k, v in chunk_parameters(pl0, np.arange(n_members)).items()}
 model, state0 = jax.block_until_ready(jax.jit(lambda q: PG._build(pl0, q))(params))
 chunks = [None if c == "auto" else int(c) for c in A.chunks.split(",")]
 local = jax.local_devices()
@@ -339,7 +339,7 @@ for name, cfg in configs.items():
         ]
         cfg["chunk_size"] = size
         devs = local[: cfg["devices"]]
-        probe = _parameters(pl, R._padded(0, min(size, n_members), size))
+        probe = chunk_parameters(pl, R._padded(0, min(size, n_members), size))
         cfg["compiled"], cfg["compile_seconds"] = common.aot_compile(
             make_program(cfg["impl"], pl, devs), probe
         )
@@ -464,7 +464,7 @@ for name, rec in records.items():
         f"| {rec['first_run']['seconds']:.1f} "
         f"| {_f(ph.get('validate'), '.2f')} "
         f"| {_f(ph.get('trace', 0) + ph.get('lower', 0) + ph.get('backend_compile', 0), '.2f')} "
-        f"| {_f(ph.get('write_chunk'), '.2f')} | {_f(ph.get('_parameters'), '.3f')} "
+        f"| {_f(ph.get('write_chunk'), '.2f')} | {_f(ph.get('chunk_parameters'), '.3f')} "
         f"| {_f(ph.get('loop'), '.2f')} | {eq} |"
     )
 header = (

@@ -1,7 +1,7 @@
 """The compiled run behind `simulate`: one program per number of saves, ensemble layout and
 method form, that flattens the members, runs each (`_run_one`: a scan of saved segments, each
 a scan or — in a direct call — a loop of a traced number of steps), takes IMIDM-like methods'
-fast form first (`_fast_first` in one program under a caller's `jit`; `_fast_then_full`, two
+fast form first (`_fast_first` in one program under a caller's `jit`; `fast_then_full`, two
 programs chosen on the host, for concrete inputs), and assembles the `Solution`."""
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def _check_solver_state(integrator, expected, given) -> None:
 _RUNNERS: dict = {}
 
 
-def _compiled_runner(spec, model_axes, layout):
+def compiled_runner(spec, model_axes, layout):
     """The jitted run for `spec = (n_save, save_every, checkpoint)`, `model_axes` and
     `layout = (batch_shape, broadcast, fast)`: the members flattened to one axis, each run by
     `_run_one` (through `_fast_first` when `fast`), and the `Solution` assembled, all in one
@@ -273,13 +273,13 @@ def _fast_first(integrator, solve):
     return lax.cond(jnp.all(ok), lambda: out, redo)
 
 
-def _fast_then_full(integrator, spec, model_axes, layout, args):
+def fast_then_full(integrator, spec, model_axes, layout, args):
     """Concrete inputs: `_fast_first` as two programs chosen on the host. The method's
     `fast_variant` runs every member; only if a member had a failed step does the method
     itself run, and its result is kept for exactly those members (`_keep_successful`). The
     second program is built only when it is needed, not with the first (in one program, as
     `_fast_first` under a caller's `jit`, both are built every time)."""
-    runner = _compiled_runner(spec, model_axes, layout + (False,))
+    runner = compiled_runner(spec, model_axes, layout + (False,))
     name = repr((spec, model_axes, layout))
 
     def plain(method):

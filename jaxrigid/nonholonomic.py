@@ -70,7 +70,7 @@ def callable_parameter(f):
     return jax.tree_util.Partial(f)
 
 
-def _time(t, q):
+def as_time(t, q):
     """`t` as an inexact array (JVPs along time need a float); the dtype follows `t` and `q`."""
     t = jnp.asarray(t)
     return t if jnp.issubdtype(t.dtype, jnp.inexact) else t.astype(q.dtype)
@@ -136,7 +136,7 @@ class LagrangeDAlembertSystem(AbstractModel):
 
     def momentum(self, t, q, qdot):
         """Generalised momentum `p = ∂L/∂q̇`, `(n,)`."""
-        return jax.grad(self._L, argnums=1)(q, qdot, _time(t, q))
+        return jax.grad(self._L, argnums=1)(q, qdot, as_time(t, q))
 
     def mass_matrix(self, t, q, qdot):
         """`M = ∂²L/∂q̇²`, `(n, n)`."""
@@ -144,18 +144,18 @@ class LagrangeDAlembertSystem(AbstractModel):
 
     def constraint_matrix(self, t, q):
         """`(A (m, n), a (m,))` of the constraint `A q̇ + a = 0`."""
-        t, zero = _time(t, q), jnp.zeros_like(q)
+        t, zero = as_time(t, q), jnp.zeros_like(q)
         return jax.jacfwd(self._c, argnums=1)(q, zero, t), self._c(q, zero, t)
 
     def constraint_residual(self, t, q, qdot):
         """`A q̇ + a`, `(m,)`: zero on the constraint."""
-        return self._c(q, qdot, _time(t, q))
+        return self._c(q, qdot, as_time(t, q))
 
     def generalised_force(self, t, q, qdot):
         """`Q(q, q̇, t)`, `(n,)` (zero when `force` is `None`)."""
         if self.force is None:
             return jnp.zeros_like(q)
-        return jnp.asarray(self.force(q, qdot, _time(t, q), self.params))
+        return jnp.asarray(self.force(q, qdot, as_time(t, q), self.params))
 
     def derivatives(self, t, q, qdot) -> Derivatives:
         """Every derivative of (A.33) at `(q, q̇, t)` from two passes over `L` and two over `c`:
@@ -164,7 +164,7 @@ class LagrangeDAlembertSystem(AbstractModel):
         `M` and `A` (`c` is affine in `q̇`). Tangents only where they are needed: a merged
         pass along all `n + 1` directions traced `L` once but carried dense zero tangents for
         `q` and `t` through every column (the unreduced ball's RKMK4 ran 1.3× slower)."""
-        t = _time(t, q)
+        t = as_time(t, q)
         one = jnp.ones_like(t)
         gradient = lambda q_, t_: jax.grad(self._L, argnums=(0, 1))(q_, qdot, t_)  # noqa: E731
         (dL_dq, p), (_, pdot) = jax.jvp(gradient, (q, t), (qdot, one))
@@ -193,7 +193,7 @@ class LagrangeDAlembertSystem(AbstractModel):
     def energy(self, t, q, qdot):
         """`E = q̇ · ∂L/∂q̇ − L` (conserved when `L`, the constraints and `Q = 0` do not depend
         on `t`: the constraint forces do no work on `A q̇ = 0`)."""
-        return jnp.dot(qdot, self.momentum(t, q, qdot)) - self._L(q, qdot, _time(t, q))
+        return jnp.dot(qdot, self.momentum(t, q, qdot)) - self._L(q, qdot, as_time(t, q))
 
     # -- singular systems --
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _checks, _input_checks, results
-from ._run_program import Solution, _compiled_runner, _fast_then_full
+from ._run_program import Solution, compiled_runner, fast_then_full
 from .observers import AbstractObserver
 from .results import Outcome, StepFailedError
 
@@ -153,7 +153,7 @@ def simulate(
     if _checks.is_concrete(integrator, observer, *inputs, t0, dt):
         # nothing here is differentiated: the steps per save are an input of the program
         # (`None` in its spec), so another `n_steps` with as many saves reuses it
-        solution = _fast_then_full(
+        solution = fast_then_full(
             integrator,
             (n_save, None, False),
             model_axes,
@@ -166,7 +166,7 @@ def simulate(
         # equals the same member of an ensemble bit for bit.
         fast = not _checks.is_differentiated(*inputs, t0, dt)
         layout = (tuple(batch_shape), broadcast, fast)
-        solution = _compiled_runner(spec, model_axes, layout)(integrator, *args, None)
+        solution = compiled_runner(spec, model_axes, layout)(integrator, *args, None)
     if checks == "outcome":
         invalid = _input_checks.invalid_members(
             _input_checks.value_checks(integrator, checked, state0, t0, dt, n_steps), batch_shape

@@ -119,8 +119,9 @@ def test_a_program_that_cannot_be_exported_runs_the_ordinary_way(tmp_path, fresh
 
 def test_the_command_stores_its_run_and_a_second_process_gives_the_same_files(tmp_path):
     """Two processes of `jaxrigid run` with one cache directory: the second loads the stored
-    run and the program of its invariants, and writes the same `.npz` bit for bit (what it saves in build time is measured in
-    bench/compile_cost.py, program `cli`)."""
+    run and the program of its invariants (`output.evaluate_along`), and writes the same
+    `.npz` bit for bit (what it saves in build time is measured in bench/compile_cost.py,
+    program `cli`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAXRIGID_")}
     env["JAXRIGID_CACHE_DIR"] = str(tmp_path / "cache")
     outs = []
@@ -136,7 +137,7 @@ def test_the_command_stores_its_run_and_a_second_process_gives_the_same_files(tm
         )
         assert done.returncode == 0, done.stderr
         outs.append((json.loads(done.stdout), np.load(out / "krysl-torque-free.npz")))
-    assert len(list((tmp_path / "cache" / "programs").glob("*.program"))) == 2  # the run and `output.evaluate_along`
+    assert len(list((tmp_path / "cache" / "programs").glob("*.program"))) == 2
     (first, a), (second, b) = outs
     assert sorted(a.files) == sorted(b.files)
     for name in a.files:

@@ -204,6 +204,30 @@ class ModelPerturbedCase(Case):
 # --- ensembles: what a case's `perturb` is made of ----------------------------------------------
 
 
+def inertia_parameters(d1: float, d2: float, d3: float) -> dict[str, Parameter]:
+    """A symmetric body inertia as the six parameters `I11 … I23`, diagonal `(d1, d2, d3)`."""
+    diagonal = {
+        f"I{i}{i}": Parameter(d, f"body inertia, entry {i}{i}")
+        for i, d in ((1, d1), (2, d2), (3, d3))
+    }
+    off = {
+        f"I{i}{j}": Parameter(0.0, f"body inertia, entry {i}{j} (= {j}{i})")
+        for i, j in ((1, 2), (1, 3), (2, 3))
+    }
+    return {**diagonal, **off}
+
+
+def inertia_matrix(p) -> jax.Array:
+    """The symmetric `(3, 3)` inertia of the entries `I11`, `I22`, `I33`, `I12`, `I13`, `I23`."""
+    rows = [["I11", "I12", "I13"], ["I12", "I22", "I23"], ["I13", "I23", "I33"]]
+    return jnp.array([[p[k] for k in row] for row in rows])  # the parameters' dtype
+
+
+def vector(p, prefix: str) -> jax.Array:
+    """The vector `(p[prefix1], p[prefix2], p[prefix3])` of three scalar parameters."""
+    return jnp.array([p[prefix + "1"], p[prefix + "2"], p[prefix + "3"]])
+
+
 def ensemble_noise(rng: np.random.Generator, n: int, k: int) -> jax.Array:
     """`(n, k)` draws of `N(0, 1)`, row 0 zero: member 0 of an ensemble is the case itself."""
     noise = rng.standard_normal((n, k))

@@ -38,8 +38,8 @@ from .._checks import is_concrete
 from ..lie import so3
 from ..models.coupled_bodies import CoupledBodies, CoupledBodiesState, check_coupled_state
 from ..models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
-from .base import Case, Parameter, builds
-from .krysl import _inertia, _inertia_params, _vec, perturb_momentum
+from .base import Case, Parameter, builds, inertia_matrix, inertia_parameters, vector
+from .krysl import perturb_momentum
 
 _REF = "Dixon, discrete Moser–Veselov integrators for rigid body motions"
 
@@ -54,7 +54,7 @@ def _momentum_params(m1, m2, m3):
 
 @builds(RigidBody)
 def _build(p):
-    return RigidBody(_inertia(p)), RigidBodyState(jnp.eye(3), _vec(p, "M"))
+    return RigidBody(inertia_matrix(p)), RigidBodyState(jnp.eye(3), vector(p, "M"))
 
 
 def _free_body_case(name, title, figures, moments, momentum, shape):
@@ -70,7 +70,7 @@ def _free_body_case(name, title, figures, moments, momentum, shape):
         default_method="DMV-body",
         default_dt=0.1,
         default_t_end=100.0,
-        parameters={**_inertia_params(*moments), **_momentum_params(*momentum)},
+        parameters={**inertia_parameters(*moments), **_momentum_params(*momentum)},
         build=_build,
         perturb=perturb_momentum,
         torque_free=True,
@@ -117,7 +117,7 @@ def _build_heavy_top(p):
     """Concrete `Γ`: `ValueError` unless unit. Traced (a sweep): `R0` is NaN for a member
     whose `Γ` is not unit (no rotation has `R0ᵀe₃ = Γ`), which `simulate`'s state checks
     refuse ("R0 contains NaN or inf")."""
-    Gamma = _vec(p, "Gamma")
+    Gamma = vector(p, "Gamma")
     norm = jnp.linalg.norm(Gamma)
     if is_concrete(norm) and abs(float(norm) - 1.0) > _UNIT_TOL:
         raise ValueError(
@@ -125,8 +125,8 @@ def _build_heavy_top(p):
             f"|Gamma| = {float(norm):.17g}"
         )
     R0 = jnp.where(jnp.abs(norm - 1.0) <= _UNIT_TOL, _rotation_to_e3(Gamma), jnp.nan)
-    potential = HeavyTopPotential(_vec(p, "mgchi"), jnp.array([0.0, 0.0, 1.0]))
-    return RigidBody(_inertia(p), potential), RigidBodyState(R0, _vec(p, "M"))
+    potential = HeavyTopPotential(vector(p, "mgchi"), jnp.array([0.0, 0.0, 1.0]))
+    return RigidBody(inertia_matrix(p), potential), RigidBodyState(R0, vector(p, "M"))
 
 
 def _heavy_top_observables(model, ts, states, params, values):
@@ -148,7 +148,7 @@ HEAVY_TOP = Case(
     default_dt=0.1,
     default_t_end=100.0,
     parameters={
-        **_inertia_params(2.0, 2.0, 1.0),
+        **inertia_parameters(2.0, 2.0, 1.0),
         **_momentum_params(0.1, 0.0, 1.0),
         "Gamma1": Parameter(0.0, "initial vertical in the body frame Γ(0) = R0ᵀe3, component 1"),
         "Gamma2": Parameter(0.0, "initial vertical in the body frame Γ(0) = R0ᵀe3, component 2"),
@@ -167,13 +167,13 @@ CASES.append(HEAVY_TOP)
 
 @builds(CoupledBodies)
 def _build_coupled(p):
-    I = _inertia(p)
+    I = inertia_matrix(p)
     model = CoupledBodies(
         jnp.stack([I, I]),
         jnp.array([p["mass1"], p["mass2"]]),
-        jnp.stack([_vec(p, "d1"), _vec(p, "d2")]),
+        jnp.stack([vector(p, "d1"), vector(p, "d2")]),
     )
-    M = _vec(p, "M")
+    M = vector(p, "M")
     state = CoupledBodiesState(
         jnp.eye(3), so3.exp(jnp.array([p["theta"], 0.0, 0.0])), jnp.stack([M, M])
     )
@@ -204,7 +204,7 @@ def _coupled_params(theta):
         f"{name}{i + 1}": Parameter(x, f"{doc}, component {i + 1}") for i, x in enumerate(v)
     }
     return {
-        **_inertia_params(2.0, 2.0, 1.0),
+        **inertia_parameters(2.0, 2.0, 1.0),
         **vec("M", "initial body angular momentum of both bodies M¹(0) = M²(0)", (0.5, 0.0, 1.0)),
         "mass1": Parameter(1.0, "mass of body 1 (not printed)"),
         "mass2": Parameter(1.0, "mass of body 2 (not printed)"),

@@ -23,34 +23,9 @@ import numpy as np
 
 from ..lie import so3
 from ..models.rigid_body import AxialPowerPotential, HeavyTopPotential, RigidBody, RigidBodyState
-from .base import Case, Parameter, builds
+from .base import Case, Parameter, builds, inertia_matrix, inertia_parameters, vector
 
 _REF = "Krysl, Commun. Numer. Meth. Engng 23 (2007)"
-
-
-def _inertia_params(d1, d2, d3):
-    return {
-        "I11": Parameter(d1, "body inertia, entry 11"),
-        "I22": Parameter(d2, "body inertia, entry 22"),
-        "I33": Parameter(d3, "body inertia, entry 33"),
-        "I12": Parameter(0.0, "body inertia, entry 12 (= 21)"),
-        "I13": Parameter(0.0, "body inertia, entry 13 (= 31)"),
-        "I23": Parameter(0.0, "body inertia, entry 23 (= 32)"),
-    }
-
-
-def _inertia(p):
-    return jnp.array(
-        [
-            [p["I11"], p["I12"], p["I13"]],
-            [p["I12"], p["I22"], p["I23"]],
-            [p["I13"], p["I23"], p["I33"]],
-        ]
-    )
-
-
-def _vec(p, prefix):
-    return jnp.array([p[prefix + "1"], p[prefix + "2"], p[prefix + "3"]])
 
 
 def perturb_momentum(state: RigidBodyState, rng: np.random.Generator, spread: float, n: int):
@@ -65,25 +40,27 @@ def perturb_momentum(state: RigidBodyState, rng: np.random.Generator, spread: fl
 
 @builds(RigidBody)
 def _build_free(p):
-    I = _inertia(p)
-    return RigidBody(I), RigidBodyState(jnp.eye(3), I @ _vec(p, "Omega"))
+    I = inertia_matrix(p)
+    return RigidBody(I), RigidBodyState(jnp.eye(3), I @ vector(p, "Omega"))
 
 
 @builds(RigidBody, potential=HeavyTopPotential)
 def _build_top(p):
-    I = _inertia(p)
+    I = inertia_matrix(p)
     potential = HeavyTopPotential(jnp.array([0.0, 0.0, p["mgl"]]), jnp.array([0.0, 0.0, 1.0]))
-    return RigidBody(I, potential), RigidBodyState(so3.exp(_vec(p, "psi")), I @ _vec(p, "Omega"))
+    return RigidBody(I, potential), RigidBodyState(
+        so3.exp(vector(p, "psi")), I @ vector(p, "Omega")
+    )
 
 
 @builds(RigidBody, potential=AxialPowerPotential)
 def _build_coulomb(p):
-    I = _inertia(p)
+    I = inertia_matrix(p)
     potential = AxialPowerPotential(
         jnp.asarray(p["coulomb"]), jnp.asarray(p["wall"]), jnp.asarray(p["offset"])
     )
     R0 = jnp.eye(3)
-    return RigidBody(I, potential), RigidBodyState(R0, R0.T @ _vec(p, "pi"))
+    return RigidBody(I, potential), RigidBodyState(R0, R0.T @ vector(p, "pi"))
 
 
 def _top_observables(model, ts, states, params, values):
@@ -98,7 +75,7 @@ def _coulomb_observables(model, ts, states, params, values):
 
 def _top_params(psi1, omega3):
     return {
-        **_inertia_params(5.0, 5.0, 1.0),
+        **inertia_parameters(5.0, 5.0, 1.0),
         "psi1": Parameter(psi1, "initial attitude R0 = exp(psi), component 1"),
         "psi2": Parameter(0.0, "initial attitude R0 = exp(psi), component 2"),
         "psi3": Parameter(0.0, "initial attitude R0 = exp(psi), component 3"),
@@ -139,7 +116,7 @@ CASES = [
         default_dt=0.01,
         default_t_end=100.0,
         parameters={
-            **_inertia_params(0.9144, 1.098, 1.66),
+            **inertia_parameters(0.9144, 1.098, 1.66),
             "Omega1": Parameter(0.45549, "initial body angular velocity, component 1"),
             "Omega2": Parameter(0.82623, "initial body angular velocity, component 2"),
             "Omega3": Parameter(0.03476, "initial body angular velocity, component 3"),
@@ -178,7 +155,7 @@ CASES = [
         default_dt=0.5,
         default_t_end=20000.0,
         parameters={
-            **_inertia_params(2.0, 3.0, 4.5),
+            **inertia_parameters(2.0, 3.0, 4.5),
             "pi1": Parameter(2.0, "initial spatial angular momentum, component 1"),
             "pi2": Parameter(2.0, "initial spatial angular momentum, component 2"),
             "pi3": Parameter(2.0, "initial spatial angular momentum, component 3"),

@@ -13,7 +13,7 @@ from .._suggest import did_you_mean
 from .control import add_parser as add_control_parser
 from .control import cmd_control
 from .errors import RunError, UsageError
-from .lookups import _find_case
+from .lookups import find_case
 from .sweep import add_parser as add_sweep_parser
 from .sweep import cmd_sweep
 
@@ -166,7 +166,7 @@ def cmd_cases(args) -> int:
         for name, case in CASES.items():
             print(f"{name:<{width}}  {case.title}")
         return 0
-    case = _find_case(args.case)
+    case = find_case(args.case)
     n_steps = max(1, round(case.default_t_end / case.default_dt))
     print(f"{case.name}: {case.title}")
     print()

@@ -50,7 +50,7 @@ from .._suggest import did_you_mean
 from ..progress import OptimiserProgress, phase
 from .control_plot import plot_control
 from .errors import RunError, UsageError, warn
-from .output import _jsonable, make_out_dir
+from .output import jsonable, make_out_dir
 
 CASE = "rolling-ball-two-circles"  # the ball every problem uses (its integrators apply)
 REFINE = 4  # the re-simulation's step is dt / REFINE
@@ -254,7 +254,7 @@ def cmd_control(args) -> int:
         report["resimulated_obstacle_clearance_guaranteed"] = float(fine_clearance[1])
     if spread is not None:
         report["spread"] = spread
-    report = _jsonable(report)
+    report = jsonable(report)
 
     arrays = {
         "t": t,

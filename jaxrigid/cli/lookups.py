@@ -114,6 +114,3 @@ def parse_sets(items: list[str], case) -> dict[str, float]:
             raise UsageError(f"--set {key}={value!r}: the value must be a finite number")
         overrides[key] = number
     return overrides
-
-
-_find_case = find_case  # the name `_main` imports (`_main.py` is not this change's file)

@@ -43,16 +43,16 @@ def evaluate_along(model, ts, states, case_pointwise=None) -> tuple[dict, dict, 
     return out["invariants"], out["power"], out["case"]
 
 
-def _jsonable(x):
+def jsonable(x):
     """Numbers, arrays and containers as JSON values; non-finite floats become `null`."""
     if isinstance(x, dict) or hasattr(x, "_asdict"):
         items = x._asdict().items() if hasattr(x, "_asdict") else x.items()
-        return {str(k): _jsonable(v) for k, v in items}
+        return {str(k): jsonable(v) for k, v in items}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if hasattr(x, "__array__") or isinstance(x, np.generic):
         x = np.asarray(x)
-        return _jsonable(x.tolist()) if x.ndim else _jsonable(x.item())
+        return jsonable(x.tolist()) if x.ndim else jsonable(x.item())
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
@@ -134,7 +134,7 @@ def report(spec: RunSpec, traj: Trajectory, conserved, varying, observables) -> 
         }
         for name, v in varying.items()
     }
-    return _jsonable(
+    return jsonable(
         {
             "case": spec.case.name,
             "method": spec.method,

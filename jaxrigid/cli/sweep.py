@@ -49,10 +49,10 @@ def _on_cluster(args) -> bool:
 def _client(args):
     """A `distributed.Client` for the cluster the options name (a local one is started and
     stopped here)."""
-    from ..sweep.cluster import _distributed
+    from ..sweep.cluster import import_distributed
 
     try:
-        distributed = _distributed()
+        distributed = import_distributed()
     except ImportError as err:
         raise UsageError(str(err)) from None
     if args.local_workers is None:

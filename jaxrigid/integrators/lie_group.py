@@ -5,7 +5,7 @@ P. Krysl, "Dynamically equivalent implicit algorithms for the integration of rig
 rotations", Commun. Numer. Meth. Engng (2007). Equation numbers below are the paper's.
 
 All act on `RigidBodyState(R, Pi)` of a `RigidBody`. Each implicit step is a 3×3 Newton solve
-started from an explicit second-order Lie predictor (`_predict`), so the
+started from an explicit second-order Lie predictor (`midpoint_predictor`), so the
 root Newton lands on is the one continuous in Δt whenever the predictor is within Newton's
 basin of it; `StepInfo` reports every step where the solve did not converge.
 
@@ -32,14 +32,14 @@ from ..newton import Newton
 from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, AbstractIntegrator, explicit_info, solve_on_branch
 
-_K, _PI, _RTR = "K", "pi", "RtR_error"
+INVARIANT_K, INVARIANT_PI, INVARIANT_RTR = "K", "pi", "RtR_error"
 
 FAST_MAX_ANGLE = 0.25
 """The turn per step (rad) below which IMIDM's fast form uses the rotation series; larger
 turns are redone with the full Rodrigues coefficients (`IMIDM.fast_variant`)."""
 
 
-def _torque(model, t, R, Pi):
+def torque_at(model, t, R, Pi):
     """Body torque, or exact zeros without tracing anything for a torque-free body."""
     if not model.has_torque:
         return jnp.zeros_like(Pi)
@@ -48,10 +48,10 @@ def _torque(model, t, R, Pi):
 
 def _rhs(model, omega, t, R, Pi):
     """`Π̇ = Π × Ω + T`, `omega` the step's `model.angular_velocity_map()`."""
-    return cross(Pi, omega(Pi)) + _torque(model, t, R, Pi)
+    return cross(Pi, omega(Pi)) + torque_at(model, t, R, Pi)
 
 
-def _rot(R, psi, max_angle=None):
+def rotate_right(R, psi, max_angle=None):
     return so3.compose_exp(R, psi, max_angle)
 
 
@@ -86,10 +86,10 @@ def _carry(integrator, state, solver_state):
     return state, solver_state
 
 
-def _predict(model, omega, t, R, Pi, dt):
+def midpoint_predictor(model, omega, t, R, Pi, dt):
     """Explicit midpoint Lie step (second order): returns `(Π(t + Δt/2), Π(t + Δt))`."""
     Pi_half = Pi + 0.5 * dt * _rhs(model, omega, t, R, Pi)
-    R_half = _rot(R, 0.5 * dt * omega(Pi)) if model.has_torque else R
+    R_half = rotate_right(R, 0.5 * dt * omega(Pi)) if model.has_torque else R
     Pi_end = Pi + dt * _rhs(model, omega, t + 0.5 * dt, R_half, Pi_half)
     return Pi_half, Pi_end
 
@@ -104,7 +104,7 @@ class ForwardEuler(AbstractIntegrator):
     name: ClassVar[str] = "fE"
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
-    preserves: ClassVar[frozenset[str]] = frozenset({_RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (11)"
 
     def step(self, model, state, solver_state, t, dt):
@@ -112,7 +112,7 @@ class ForwardEuler(AbstractIntegrator):
         R, Pi = state
         Pi1 = Pi + dt * _rhs(model, omega, t, R, Pi)
         return (
-            RigidBodyState(_rot(R, dt * omega(Pi)), Pi1),
+            RigidBodyState(rotate_right(R, dt * omega(Pi)), Pi1),
             solver_state,
             explicit_info(Pi.dtype),
         )
@@ -124,7 +124,7 @@ class BackwardEuler(AbstractImplicitIntegrator):
     name: ClassVar[str] = "bE"
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
-    preserves: ClassVar[frozenset[str]] = frozenset({_RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (12)"
     newton: Newton = eqx.field(default_factory=Newton)
 
@@ -133,13 +133,13 @@ class BackwardEuler(AbstractImplicitIntegrator):
         R, Pi = state
 
         def residual(Pi1):
-            R1 = _rot(R, dt * omega(Pi1))
+            R1 = rotate_right(R, dt * omega(Pi1))
             return Pi1 - Pi - dt * _rhs(model, omega, t + dt, R1, Pi1)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
         )
-        return RigidBodyState(_rot(R, dt * omega(Pi1)), Pi1), solver_state, info
+        return RigidBodyState(rotate_right(R, dt * omega(Pi1)), Pi1), solver_state, info
 
 
 class ForwardEulerMomentum(AbstractIntegrator):
@@ -150,7 +150,7 @@ class ForwardEulerMomentum(AbstractIntegrator):
     name: ClassVar[str] = "fEM"
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
-    preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (18)"
     compensated: bool = eqx.field(default=False, static=True)
 
@@ -167,7 +167,7 @@ class ForwardEulerMomentum(AbstractIntegrator):
         psi = dt * omega(Pi)
         forcing = None  # exp(−Ψ)(Π₀ + hT₀) = Π₀ + (exp(−Ψ) − 1)Π₀ + h exp(−Ψ)T₀
         if model.has_torque:
-            forcing = RigidBodyState(None, dt * so3.rotate_exp(-psi, _torque(model, t, R, Pi)))
+            forcing = RigidBodyState(None, dt * so3.rotate_exp(-psi, torque_at(model, t, R, Pi)))
         new, solver_state = _carry(self, advance(state, _rotation(psi), forcing), solver_state)
         return new, solver_state, explicit_info(Pi.dtype)
 
@@ -178,7 +178,7 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
     name: ClassVar[str] = "bEM"
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 1
-    preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (19)"
     newton: Newton = eqx.field(default_factory=Newton)
 
@@ -188,12 +188,16 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
 
         def residual(Pi1):
             psi = dt * omega(Pi1)
-            return Pi1 - so3.rotate_exp(-psi, Pi) - dt * _torque(model, t + dt, _rot(R, psi), Pi1)
+            return (
+                Pi1
+                - so3.rotate_exp(-psi, Pi)
+                - dt * torque_at(model, t + dt, rotate_right(R, psi), Pi1)
+            )
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
         )
-        return RigidBodyState(_rot(R, dt * omega(Pi1)), Pi1), solver_state, info
+        return RigidBodyState(rotate_right(R, dt * omega(Pi1)), Pi1), solver_state, info
 
 
 # ----------------------------------------------------------------------------------------
@@ -208,7 +212,7 @@ class TRAP(AbstractImplicitIntegrator):
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_RTR, "K_midpoint"})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_RTR, "K_midpoint"})
     reference: ClassVar[str] = "Krysl (2007) §3.3, algorithm TRAP, eq. (14)"
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
@@ -219,18 +223,18 @@ class TRAP(AbstractImplicitIntegrator):
         h, m = 0.5 * dt, self.max_angle
         A = Pi + h * _rhs(model, omega, t, R, Pi)
         psi0 = h * omega(Pi)
-        R_half = _rot(R, psi0, m)
+        R_half = rotate_right(R, psi0, m)
 
         def residual(Pi1):
-            R1 = _rot(R_half, h * omega(Pi1), m)
+            R1 = rotate_right(R_half, h * omega(Pi1), m)
             return Pi1 - A - h * _rhs(model, omega, t + dt, R1, Pi1)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
         )
         psi1 = h * omega(Pi1)
         return (
-            RigidBodyState(_rot(R_half, psi1, m), Pi1),
+            RigidBodyState(rotate_right(R_half, psi1, m), Pi1),
             solver_state,
             _promise_kept(info, m, psi0, psi1),
         )
@@ -244,7 +248,7 @@ class IMID(AbstractImplicitIntegrator):
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_K, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §3.4, algorithm IMID"
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
@@ -255,16 +259,16 @@ class IMID(AbstractImplicitIntegrator):
         h, m = 0.5 * dt, self.max_angle
 
         def residual(Pi_bar):
-            R_bar = _rot(R, h * omega(Pi_bar), m)
+            R_bar = rotate_right(R, h * omega(Pi_bar), m)
             return Pi_bar - Pi - h * _rhs(model, omega, t + h, R_bar, Pi_bar)
 
         Pi_bar, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[0], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[0], Pi
         )
         psi = dt * omega(Pi_bar)
         # Π_n = Π_{n−1} − Δt Ω̄×Π̄ + Δt T_{n−1/2} = 2Π̄ − Π_{n−1} by (15).
         return (
-            RigidBodyState(_rot(R, psi, m), 2.0 * Pi_bar - Pi),
+            RigidBodyState(rotate_right(R, psi, m), 2.0 * Pi_bar - Pi),
             solver_state,
             _promise_kept(info, m, psi),
         )
@@ -278,7 +282,7 @@ class TRAPM(AbstractImplicitIntegrator):
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §3.6, algorithm TRAPM, eq. (20)"
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
@@ -288,20 +292,20 @@ class TRAPM(AbstractImplicitIntegrator):
         R, Pi = state
         h, m = 0.5 * dt, self.max_angle
         psi0 = h * omega(Pi)
-        R_half = _rot(R, psi0, m)
-        A = so3.rotate_exp(-psi0, Pi + h * _torque(model, t, R, Pi), m)
+        R_half = rotate_right(R, psi0, m)
+        A = so3.rotate_exp(-psi0, Pi + h * torque_at(model, t, R, Pi), m)
 
         def residual(Pi1):
             psi1 = h * omega(Pi1)
-            T1 = _torque(model, t + dt, _rot(R_half, psi1, m), Pi1)
+            T1 = torque_at(model, t + dt, rotate_right(R_half, psi1, m), Pi1)
             return Pi1 - so3.rotate_exp(-psi1, A, m) - h * T1
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
         )
         psi1 = h * omega(Pi1)
         return (
-            RigidBodyState(_rot(R_half, psi1, m), Pi1),
+            RigidBodyState(rotate_right(R_half, psi1, m), Pi1),
             solver_state,
             _promise_kept(info, m, psi0, psi1),
         )
@@ -327,7 +331,7 @@ class IMIDM(AbstractImplicitIntegrator):
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §3.6, algorithm IMIDM"
     newton: Newton = eqx.field(default_factory=Newton)
     max_angle: float | None = eqx.field(default=None, static=True, converter=so3.check_max_angle)
@@ -359,18 +363,18 @@ class IMIDM(AbstractImplicitIntegrator):
 
         def residual(Pi_bar):
             half_psi = h * omega(Pi_bar)
-            T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
+            T = torque_at(model, t + h, rotate_right(R, half_psi, m), Pi_bar)
             return Pi_bar - so3.rotate_exp(-half_psi, Pi, m) - h * T
 
         Pi_bar, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[0], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[0], Pi
         )
         half_psi = h * omega(Pi_bar)
         psi = 2.0 * half_psi
         # R_n = R_{n−1} exp(Ψ̃), Π_n = exp(−Ψ̃)Π_{n−1} + Δt exp(−Ψ̃/2) T_{n−1/2}, as increments
         forcing = None
         if model.has_torque:
-            T = _torque(model, t + h, _rot(R, half_psi, m), Pi_bar)
+            T = torque_at(model, t + h, rotate_right(R, half_psi, m), Pi_bar)
             forcing = RigidBodyState(None, dt * so3.rotate_exp(-half_psi, T, m))
         new, solver_state = _carry(self, advance(state, _rotation(psi, m), forcing), solver_state)
         return new, solver_state, _promise_kept(info, m, psi)

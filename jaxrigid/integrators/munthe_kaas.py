@@ -41,7 +41,7 @@ from .base import (
     construct,
     tableau_method,
 )
-from .lie_group import _torque
+from .lie_group import torque_at
 from .runge_kutta import explicit_rk_step, implicit_rk_step, initial_slopes
 from .tableau import GAUSS4, GAUSS6, IMPLICIT_MIDPOINT, RK4, ButcherTableau
 
@@ -110,7 +110,7 @@ class AbstractMKRK(AbstractTableauIntegrator):
             Pi_tau = so3.rotate_exp(-psi, mu)
             dpsi = self._dexpinv(-psi, omega(Pi_tau))
             if model.has_torque:
-                T = _torque(model, t + tau, so3.compose_exp(R, psi), Pi_tau)
+                T = torque_at(model, t + tau, so3.compose_exp(R, psi), Pi_tau)
                 dmu = so3.rotate_exp(psi, T)
             else:
                 dmu = jnp.zeros_like(mu)

@@ -87,7 +87,7 @@ from ..newton import Newton
 from ..nonholonomic import (
     LagrangeDAlembertState,
     LagrangeDAlembertSystem,
-    _time,
+    as_time,
     quaternion_angular_velocity,
     saddle,
 )
@@ -113,14 +113,14 @@ def _midpoint_gradients(system: LagrangeDAlembertSystem, q0, v, t_half, h):
 def discrete_constraint_residual(system: LagrangeDAlembertSystem, t0, q0, q1, h):
     """(3): `A(q½, t½)(q₁ − q₀)/h + a(q½, t½)`, `(m,)` (zero to round-off along
     `MidpointDLA` trajectories)."""
-    t_half = _time(t0, q0) + 0.5 * h
+    t_half = as_time(t0, q0) + 0.5 * h
     return system.constraint_residual(t_half, 0.5 * (q0 + q1), (q1 - q0) / h)
 
 
 def midpoint_dla_step(system: LagrangeDAlembertSystem, newton: Newton, q0, qdot0, t0, h):
     """One step (5)–(6) of the midpoint DLA method from `(q₀ (n,), q̇₀ (n,))` at `t₀` with step
     `h`: `(q₁, q̇₁, StepInfo)`."""
-    t0 = _time(t0, q0)
+    t0 = as_time(t0, q0)
     t_half, t1 = t0 + 0.5 * h, t0 + h
     n = q0.shape[-1]
     d0 = system.derivatives(t0, q0, qdot0)  # p₀, A₀ and the start's accelerations

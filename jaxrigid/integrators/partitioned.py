@@ -36,7 +36,7 @@ from ..newton import Newton
 from .base import AbstractImplicitIntegrator, construct, tableau_method
 from .classical import AbstractHamiltonianTableauIntegrator
 from .runge_kutta import extrapolates, first_slopes, next_slopes
-from .tableau import ButcherTableau, _tree_conditions
+from .tableau import ButcherTableau, tree_conditions
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # identity hash: a static field of integrators
@@ -78,7 +78,7 @@ class PartitionedTableau:
             if part.order < self.order:
                 raise ValueError(f"tableau {self.name}: table {part.name} has order < {self.order}")
         parts = [("q", self.q.a, self.q.b), ("p", self.p.a, self.p.b)]
-        for cond, lhs, rhs in _tree_conditions(parts, self.c, self.order):
+        for cond, lhs, rhs in tree_conditions(parts, self.c, self.order):
             if abs(lhs - rhs) > 1e-13:
                 raise ValueError(
                     f"tableau {self.name}: order condition {cond} fails ({lhs} != {rhs})"

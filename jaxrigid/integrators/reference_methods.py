@@ -18,7 +18,14 @@ from ..lie import so3
 from ..models.rigid_body import RigidBody, RigidBodyState
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
-from .lie_group import _K, _PI, _RTR, _predict, _rot, _torque
+from .lie_group import (
+    INVARIANT_K,
+    INVARIANT_PI,
+    INVARIANT_RTR,
+    midpoint_predictor,
+    rotate_right,
+    torque_at,
+)
 
 
 class SWC1(AbstractImplicitIntegrator):
@@ -31,7 +38,7 @@ class SWC1(AbstractImplicitIntegrator):
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm SWC1 (Simo & Wong 1991)"
     newton: Newton = eqx.field(default_factory=Newton)
 
@@ -44,13 +51,17 @@ class SWC1(AbstractImplicitIntegrator):
 
         def residual(Pi1):
             psi = self._psi(omega, Pi, Pi1, dt)
-            T = _torque(model, t + 0.5 * dt, _rot(R, 0.5 * psi), 0.5 * (Pi + Pi1))
+            T = torque_at(model, t + 0.5 * dt, rotate_right(R, 0.5 * psi), 0.5 * (Pi + Pi1))
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * so3.rotate_exp(-0.5 * psi, T)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
         )
-        return RigidBodyState(_rot(R, self._psi(omega, Pi, Pi1, dt)), Pi1), solver_state, info
+        return (
+            RigidBodyState(rotate_right(R, self._psi(omega, Pi, Pi1, dt)), Pi1),
+            solver_state,
+            info,
+        )
 
 
 class AKW(AbstractImplicitIntegrator):
@@ -63,25 +74,25 @@ class AKW(AbstractImplicitIntegrator):
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm AKW (Austin et al. 1993)"
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
         omega = model.angular_velocity_map()
         R, Pi = state
-        T0 = _torque(model, t, R, Pi)
+        T0 = torque_at(model, t, R, Pi)
 
         def R_next(Pi1):
             return R @ so3.cayley(dt * omega(0.5 * (Pi + Pi1)))
 
         def residual(Pi1):
             Pi_bar = 0.5 * (Pi + Pi1)
-            T1 = _torque(model, t + dt, R_next(Pi1), Pi1)
+            T1 = torque_at(model, t + dt, R_next(Pi1), Pi1)
             return Pi1 - Pi - dt * cross(Pi_bar, omega(Pi_bar)) - 0.5 * dt * (T0 + T1)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
         )
         return RigidBodyState(R_next(Pi1), Pi1), solver_state, info
 
@@ -95,27 +106,27 @@ class BBTRAP(AbstractImplicitIntegrator):
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({_K, _PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm BBTRAP (Bottasso & Borri 1998)"
     newton: Newton = eqx.field(default_factory=Newton)
 
     def step(self, model, state, solver_state, t, dt):
         omega = model.angular_velocity_map()
         R, Pi = state
-        A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
+        A = Pi + 0.5 * dt * torque_at(model, t, R, Pi)
 
         def psi_of(Pi1):
             return 0.5 * dt * (omega(Pi1) + omega(Pi))
 
         def residual(Pi1):
             psi = psi_of(Pi1)
-            T1 = _torque(model, t + dt, _rot(R, psi), Pi1)
+            T1 = torque_at(model, t + dt, rotate_right(R, psi), Pi1)
             return Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, _predict(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
         )
-        return RigidBodyState(_rot(R, psi_of(Pi1)), Pi1), solver_state, info
+        return RigidBodyState(rotate_right(R, psi_of(Pi1)), Pi1), solver_state, info
 
 
 class BBTRAPWD(AbstractImplicitIntegrator):
@@ -127,7 +138,7 @@ class BBTRAPWD(AbstractImplicitIntegrator):
     name: ClassVar[str] = "BBTRAPWD"
     model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
     order: ClassVar[int] = 2
-    preserves: ClassVar[frozenset[str]] = frozenset({_PI, _RTR})
+    preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm BBTRAPWD (Bottasso & Borri 1998)"
     newton: Newton = eqx.field(default_factory=Newton)
 
@@ -135,18 +146,18 @@ class BBTRAPWD(AbstractImplicitIntegrator):
         omega = model.angular_velocity_map()
         R, Pi = state
         Omega0 = omega(Pi)
-        A = Pi + 0.5 * dt * _torque(model, t, R, Pi)
+        A = Pi + 0.5 * dt * torque_at(model, t, R, Pi)
 
         def residual(x):
             psi, Pi1 = x[:3], x[3:]
             r_psi = psi - 0.5 * dt * (so3.dexpinv_apply(-psi, omega(Pi1)) + Omega0)
-            T1 = _torque(model, t + dt, _rot(R, psi), Pi1)
+            T1 = torque_at(model, t + dt, rotate_right(R, psi), Pi1)
             r_pi = Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
             return jnp.concatenate([r_psi, r_pi])
 
-        Pi_pred = _predict(model, omega, t, R, Pi, dt)[1]
+        Pi_pred = midpoint_predictor(model, omega, t, R, Pi, dt)[1]
         guess = jnp.concatenate([0.5 * dt * (Omega0 + omega(Pi_pred)), Pi_pred])
         x, info = solve_on_branch(
             self.newton, residual, guess, jnp.concatenate([jnp.zeros_like(Pi), Pi])
         )
-        return RigidBodyState(_rot(R, x[:3]), x[3:]), solver_state, info
+        return RigidBodyState(rotate_right(R, x[:3]), x[3:]), solver_state, info

@@ -34,7 +34,7 @@ class ButcherTableau:
     for non-autonomous problems `y' = f(t, y)` with stages at `t + c_i h`: every rooted tree up
     to `order` whose leaves are either stages of `y` (weight `Σ_j a_ij`) or the time (weight
     `c_i`), which contains the autonomous conditions and the quadrature conditions
-    `Σ b_i c_i^(k−1) = 1/k` (`_tree_conditions`)."""
+    `Σ b_i c_i^(k−1) = 1/k` (`tree_conditions`)."""
 
     name: str
     a: np.ndarray
@@ -81,7 +81,7 @@ class ButcherTableau:
                 )
             conditions = _order_conditions(a, b, c, self.order)
         else:
-            conditions = _tree_conditions([("", a, b)], c, self.order)
+            conditions = tree_conditions([("", a, b)], c, self.order)
         for cond, lhs, rhs in conditions:
             if abs(lhs - rhs) > 1e-13:
                 raise ValueError(
@@ -199,7 +199,7 @@ def _trees(max_order, colours):
     return found
 
 
-def _tree_conditions(parts, c, order):
+def tree_conditions(parts, c, order):
     """The order conditions up to `order` of a (partitioned) RK method with stages at
     `t + c_i h`, for non-autonomous problems (Hairer, Nørsett & Wanner I, §II.15).
 

@@ -41,8 +41,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from .program import _chunk_program, plan, stored_chunks
-from .run import _members, _progress, launch_chunk, open_store, unfinished, write_chunk
+from .program import chunk_program, plan, stored_chunks
+from .run import launch_chunk, member_count, open_store, sweep_progress, unfinished, write_chunk
 from .spec import Sweep
 from .store import Store
 
@@ -53,7 +53,7 @@ class SweepTaskError(RuntimeError):
     """A chunk's task failed on the cluster after its retries; finished chunks are intact."""
 
 
-def _distributed():
+def import_distributed():
     try:
         import distributed
     except ImportError as err:
@@ -94,7 +94,7 @@ def _chunk_task(spec: dict, out: str, index: int, start: int, stop: int, size: i
         local = jax.local_devices()
         devices = local[: shard_count(len(local), size)]
         with stored_chunks(p, devices):  # a worker loads the chunk program, not traces it
-            launched = launch_chunk(p, _chunk_program(p, devices), size, (index, start, stop))
+            launched = launch_chunk(p, chunk_program(p, devices), size, (index, start, stop))
         return write_chunk(store, launched)
 
 
@@ -134,7 +134,7 @@ def run_distributed(
     after its retries (the other chunks' tasks are cancelled)."""
     import jax
 
-    distributed, out, x64 = _distributed(), Path(out), _x64(sweep)
+    distributed, out, x64 = import_distributed(), Path(out), _x64(sweep)
     with jax.enable_x64(x64):
         p = plan(sweep)
         store, size = open_store(p, out, resume=resume, devices=_driver_devices(out))
@@ -158,7 +158,7 @@ def _submit(client, sweep, out, store, size, x64, progress, retries, distributed
         ): chunk
         for chunk in todo
     }  # fmt: skip
-    bar = _progress(sweep.n_members, sweep.n_members - _members(todo), progress)
+    bar = sweep_progress(sweep.n_members, sweep.n_members - member_count(todo), progress)
     try:
         for future in distributed.as_completed(futures, loop=client.loop):
             chunk = futures[future]

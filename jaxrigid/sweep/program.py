@@ -3,7 +3,7 @@ fixed parameters, the method and step, checked) and the chunk program — the me
 parameters (from the axes, by member index) → the case's `build`, `vmap`ped → `simulate` (one
 step for all, or each member's own when the step is swept) with the observers the `[keep]`
 table asks for → the kept quantities — jitted once per case, method, step, keep, dtype and
-devices (`_chunk_program`), split over several devices by `shard_map`.
+devices (`chunk_program`), split over several devices by `shard_map`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ STEP = "dt"  # an axis over the step itself (with the spec's n_steps)
 _PROGRAMS: dict = {}  # compiled chunk programs and check passes, by `_program_key`
 
 
-def _cached(key, make):
+def cached_program(key, make):
     """One jitted program per key, kept across `run` calls: a second sweep of the same case,
     method and step (a resume, a sweep over other values) does not compile again."""
     if key not in _PROGRAMS:
@@ -182,7 +182,7 @@ def _check_keep(keep, case, integrator, fixed, n_steps) -> None:
 # --- one chunk --------------------------------------------------------------------------
 
 
-def _parameters(p: Plan, indices: np.ndarray) -> dict[str, np.ndarray]:
+def chunk_parameters(p: Plan, indices: np.ndarray) -> dict[str, np.ndarray]:
     """Every case parameter of the members at `indices` (fixed ones broadcast), and their
     steps `dt` when swept; float64."""
     swept = member_values(p.sweep.axes, indices)
@@ -228,7 +228,7 @@ def _simulate_members(p: Plan, model, state0, dt, **kwargs):
     return jax.vmap(one)(model, state0, dt)
 
 
-def _reduced_checks(p: Plan, params, messages: list, n_steps=None):
+def reduced_checks(p: Plan, params, messages: list, n_steps=None):
     """Each member's value checks (`simulate`'s: `dt`, the model's, the state's and the
     method's), reduced over the members (`_checks._reduce_all`). The checks' messages and
     whether they quote a value are filled into `messages` when this is traced (they are
@@ -327,7 +327,7 @@ def _leaf_name(path) -> str:
     return ".".join(str(getattr(k, "name", getattr(k, "key", getattr(k, "idx", k)))) for k in path)
 
 
-def _chunk_program(p: Plan, devices):
+def chunk_program(p: Plan, devices):
     """The jitted chunk: on one device, or with the members' axis split over `devices` by
     `shard_map` (the chunk size is a multiple of their number). Measured against `jit` with a
     `NamedSharding` over the same 1-D mesh (bench/sweep_throughput.py, 4 forced host devices):
@@ -337,7 +337,7 @@ def _chunk_program(p: Plan, devices):
     still iterating" test spans every device at each iteration."""
     fn = lambda q: _kept(p, q)  # noqa: E731
     if len(devices) == 1:
-        return _cached(("chunk", *p.program_key, str(devices[0])), lambda: jax.jit(fn))
+        return cached_program(("chunk", *p.program_key, str(devices[0])), lambda: jax.jit(fn))
     from jax.sharding import Mesh, PartitionSpec
 
     def make():
@@ -348,7 +348,7 @@ def _chunk_program(p: Plan, devices):
             shard_map(fn, mesh=mesh, in_specs=(members,), out_specs=members, **unchecked)
         )
 
-    return _cached(("chunk", *p.program_key, tuple(map(str, devices))), make)
+    return cached_program(("chunk", *p.program_key, tuple(map(str, devices))), make)
 
 
 def stored_chunks(p: Plan, devices):

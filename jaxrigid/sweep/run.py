@@ -26,11 +26,11 @@ from .. import program_store
 from ..compilation_cache import ensure_compilation_cache
 from .program import (
     Plan,
-    _cached,
-    _chunk_program,
-    _parameters,
-    _reduced_checks,
+    cached_program,
+    chunk_parameters,
+    chunk_program,
     plan,
+    reduced_checks,
     stored_chunks,
 )
 from .spec import Sweep
@@ -73,8 +73,8 @@ def chunk_size_for(p: Plan, probe: int = 256) -> tuple[int, float]:
     chunk program of `probe` members (`memory_analysis`: arguments, outputs and temporaries),
     and the largest chunk within `DEFAULT_MEMORY_FRACTION` of the device's memory (at most
     `MAX_CHUNK`, at most the sweep)."""
-    params = _parameters(p, np.arange(probe) % p.sweep.n_members)
-    compiled = _chunk_program(p, jax.local_devices()[:1]).lower(params).compile()
+    params = chunk_parameters(p, np.arange(probe) % p.sweep.n_members)
+    compiled = chunk_program(p, jax.local_devices()[:1]).lower(params).compile()
     mem = compiled.memory_analysis()
     total = sum(
         getattr(mem, k, 0) or 0
@@ -97,15 +97,15 @@ def validate(p: Plan, size: int) -> None:
     def make():
         messages: list = []  # filled when the pass is traced
         # the step count is an argument: another t_end reuses the program
-        return jax.jit(lambda q, n: _reduced_checks(p, q, messages, n)), messages
+        return jax.jit(lambda q, n: reduced_checks(p, q, messages, n)), messages
 
-    check, messages = _cached(("checks", p.case.name, p.dt, p.sweep.dtype), make)
+    check, messages = cached_program(("checks", p.case.name, p.dt, p.sweep.dtype), make)
     for _, start, stop in _chunks(p.sweep.n_members, size):
-        reduced = check(_parameters(p, _padded(start, stop, size)), p.n_steps)
+        reduced = check(chunk_parameters(p, _padded(start, stop, size)), p.n_steps)
         for (bad, first, _, value), (message, quoted) in zip(reduced, messages):
             if bool(bad):
                 member = start + int(first)
-                at = _parameters(p, np.array([member]))
+                at = chunk_parameters(p, np.array([member]))
                 swept = {n: float(at[n][0]) for a in p.sweep.axes for n in a.names}
                 text = message + (f" (got {float(value):.6g})" if quoted else "")
                 raise ValueError(f"sweep member {member} {swept}: {text}")
@@ -134,7 +134,7 @@ def _attrs(p: Plan, size: int, per_member: float, devices) -> dict:
 
 
 def _layout(p: Plan, size: int, fn) -> dict:
-    params = _parameters(p, np.arange(size) % p.sweep.n_members)
+    params = chunk_parameters(p, np.arange(size) % p.sweep.n_members)
     shapes = jax.eval_shape(fn, params)
     layout = {f"param/{k}": ((), np.float64) for k in params}
     layout.update({k: (v.shape[1:], v.dtype) for k, v in shapes.items()})
@@ -191,7 +191,7 @@ def open_store(p: Plan, out, *, resume: bool, devices) -> tuple[Store, int]:
         size *= len(devices)
     size = _balanced(sweep.n_members, size, len(devices))
     validate(p, size)
-    fn = _chunk_program(p, devices)
+    fn = chunk_program(p, devices)
     attrs, layout = _attrs(p, size, per_member, devices), _layout(p, size, fn)
     return Store.create(out, attrs, layout, sweep.n_members, size), size
 
@@ -218,7 +218,7 @@ def launch_chunk(p: Plan, fn, size: int, chunk):
     """Dispatch chunk `(index, start, stop)` to the compiled program `fn` (asynchronously: the
     device works while the host writes the previous chunk); `(chunk, params, result)`."""
     _, start, stop = chunk
-    params = _parameters(p, _padded(start, stop, size))
+    params = chunk_parameters(p, _padded(start, stop, size))
     return chunk, params, program_store.call(fn, "sweep chunk", (params,))
 
 
@@ -259,9 +259,9 @@ def run(
 def _write_all(p: Plan, store: Store, size: int, devs, progress: bool) -> None:
     """Compute and write every unfinished chunk, one launched ahead of the host's writes."""
     n = p.sweep.n_members
-    fn = _chunk_program(p, devs)
+    fn = chunk_program(p, devs)
     todo = unfinished(store)
-    bar = _progress(n, n - _members(todo), progress)
+    bar = sweep_progress(n, n - member_count(todo), progress)
     try:
         pending = launch_chunk(p, fn, size, todo[0]) if todo else None
         for k in range(len(todo)):
@@ -272,7 +272,7 @@ def _write_all(p: Plan, store: Store, size: int, devs, progress: bool) -> None:
         bar.close()
 
 
-def _members(chunks) -> int:
+def member_count(chunks) -> int:
     return sum(stop - start for _, start, stop in chunks)
 
 
@@ -294,7 +294,7 @@ def _roundtrip(d):
     return json.loads(json.dumps(d))
 
 
-def _progress(total, initial, enabled):
+def sweep_progress(total, initial, enabled):
     """Members done, members per second and time left (`jaxrigid.progress`, tqdm)."""
     from ..progress import progress_bar
 
