@@ -1,11 +1,12 @@
 """A host callback that stays one call under `vmap`.
 
 `jax.debug.callback`'s batching rule unrolls the callback into one call per mapped member
-(jax 0.10–0.11, `debugging.debug_batching_rule`): a program that grows with the ensemble. For
-`control.multi_start` over K = 2000 starts that made XLA's compile 292 s and 8.5 GB, against
-28 s at K = 10 (`bench/control_multistart_compile.py`). `host_callback` wraps the callback in
-`jax.custom_batching.custom_vmap` whose rule calls it once with the mapped arguments stacked:
-the program is the same for every K, and the host gets one call with all members' values.
+(jax 0.10–0.11, `debugging.debug_batching_rule`): a program that grows with the ensemble, so
+that XLA's compile time and memory for `control.multi_start` grew with the number of starts
+(measured in bench/README.md, `control_multistart_compile.py`). `host_callback` wraps the
+callback in `jax.custom_batching.custom_vmap` whose rule calls it once with the mapped arguments
+stacked: the program is the same for every number of members, and the host gets one call
+with all members' values.
 """
 
 from __future__ import annotations

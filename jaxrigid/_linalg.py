@@ -35,8 +35,9 @@ def _split(v, axis):
     program is the same as with a slice per entry (`lax.index_in_dim`; the forward programs of
     `bench/compile_cost.py` compile to the same instructions), but the transpose is one
     `concatenate` of the entries' cotangents, where a slice per entry transposes to a
-    zero-padded array each and their sum: the reverse pass of an IMIDM step had 87 such pads
-    and ran 2.2× slower."""
+    zero-padded array each and their sum, a pad per entry that made the reverse pass of an
+    IMIDM step markedly slower (bench/README.md, "Measurements behind the source's design
+    choices")."""
     parts = lax.split(v, (1,) * v.shape[axis], axis)
     return [lax.squeeze(p, (axis,)) for p in parts]
 
@@ -51,9 +52,9 @@ def matrix_entries(A):
 
     `matmul`'s form: through `entries` (a row sliced, then its entries), XLA:CPU copied out
     each row of the carried attitude (a value with three users) under `vmap`, and LP-split's
-    compositions ran at half speed (kahan-li8, 4096 members: 7.2 against 3.4-3.7 µs per
-    member-step: bench/README, "LP-split's run-time regression of 791188d"); slicing straight
-    from the matrix in `entries` too made IMIDM's step (its `inv3`, `det3`) 25 % slower. Rows
+    compositions ran at about half speed; slicing straight from the matrix in `entries` too
+    slowed IMIDM's step (its `inv3`, `det3`; both in bench/README.md, "LP-split's run-time
+    regression"). Rows
     and then entries by `lax.split`, no reshape between: XLA merges the two slices into the
     one of each entry (the same compiled forward program), and the transpose is two
     `concatenate`s, not a zero-padded matrix per entry (`_split`)."""
@@ -196,8 +197,8 @@ def inv3(A):
     adj = [cross3(c1, c2), cross3(c2, c0), cross3(c0, c1)]
     det = _sum_of_products(list(zip(c0, adj[0])))
     # one division and nine products, not nine divisions (a division costs several products)
-    # (scaling the stacked matrix, not entry by entry: measured bit-identical across batch
-    # shapes, where the entry-wise form differed by an ulp between (20,) and (4, 5) batches)
+    # (scaling the stacked matrix, not entry by entry, is bit-identical across batch shapes;
+    # the entry-wise form differed by an ulp between (20,) and (4, 5) batches)
     return stack_entries(adj) * (1.0 / det)[..., None, None]
 
 
@@ -206,10 +207,10 @@ def solve(A, b):
 
     n ≤ 3 by cofactors (Cramer): plain arithmetic that fuses under an ensemble `vmap`.
     Larger n by LU with partial pivoting (`jnp.linalg.solve`, LAPACK on CPU, batched over a
-    `vmap`). Measured on CPU against Gauss–Jordan elimination in a `fori_loop`: BBTRAPWD
-    (n = 6, 10⁴ members) 1.3× faster; Gauss6 on the galactic orbit (n = 18) 3× faster for one
-    trajectory and 7.5× for 10³; an elimination unrolled at trace time took minutes to
-    compile at n = 18. Linear in `b`, so reverse-mode derivatives through `Newton` work.
+    `vmap`): on the CPU it runs faster than Gauss–Jordan elimination in a `fori_loop`, the
+    more so the larger `n` and the ensemble, and an elimination unrolled at trace time
+    compiles far longer (bench/README.md, "Measurements behind the source's design choices").
+    Linear in `b`, so reverse-mode derivatives through `Newton` work.
     Leading batch axes are accepted, `A (..., n, n)` and `b (..., n)`: `BlockDiagonal`
     solves its N blocks in one call (a batched LU above n = 3).
     """

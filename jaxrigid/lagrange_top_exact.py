@@ -284,8 +284,8 @@ def _am(mp, tau, k2):
 
 def lagrange_top_exact_mp(moments, c, R0, Pi0, t, dps=40):
     """`(R(t), Π(t))` (float64 arrays) of `lagrange_top_exact` at one time `t`, evaluated in
-    `dps`-digit arithmetic (mpmath, the `test` extra; ≈ 30 ms) by formulas independent of the
-    float64 path: the roots of the cubic in u (from the conserved E, π₃, Π₃, by
+    `dps`-digit arithmetic (mpmath, the `test` extra; slow, for checks) by formulas independent of
+    the float64 path: the roots of the cubic in u (from the conserved E, π₃, Π₃, by
     `mpmath.polyroots`), and the angles in closed form by incomplete elliptic integrals of the
     third kind, `φ̇ = A/(1 − u) + B/(1 + u)`, `uφ̇ = a + A/(1 − u) − B/(1 + u)`,
     `A, B = (b ∓ a)/2`, `1 ∓ u = (1 ∓ u_a)(1 − n± sn²τ)`, `∫dτ/(1 − n sn²τ) = Π(n; am τ | k²)`.

@@ -45,9 +45,9 @@ def _value_and_jacobian(f, x):
     from `n` JVPs along the unit vectors: unlike `jax.jacfwd` (a `vmap` of the JVP over the
     basis) every column stays a separate small vector, so under an ensemble `vmap` the closed-
     form solve that follows is plain elementwise arithmetic (see `_linalg`). Larger systems
-    use `jacfwd`, whose program does not grow with `n`: for MKRK's 6 unknowns the unrolled
-    columns built a 10⁴-member run in 14.5 s against 7.4 s with `jacfwd`, and ran no faster
-    (14.4 s against 12.5 s; design note 33)."""
+    use `jacfwd`, whose program does not grow with `n`: at 6 unknowns the unrolled columns
+    build an ensemble's run slower and it runs no faster (bench/README.md,
+    `newton_jacobian_build.py`)."""
     n = x.shape[0]
     if n > 3:
         J, r = _jacfwd_and_value(f, x)

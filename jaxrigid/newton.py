@@ -176,8 +176,8 @@ def _implicit_root(f, newton, solver, tolerances, x0, consts):
     (iterations, residual, result). Differentiated by the implicit function theorem
     (`_implicit_root_jvp`), never through the loop. A `custom_jvp` rather than
     `lax.custom_root`: its rule is traced only when a derivative is taken, where `custom_root`
-    traces the residual's linearisation and the tangent solve into every program (about a
-    third of an implicit step's trace time, measured on IMIDM)."""
+    traces the residual's linearisation and the tangent solve into every program, a large
+    part of an implicit step's trace time (bench/README.md, `compile_cost.py`'s profile)."""
     rtol, atol = tolerances
     return _newton_loop(
         lambda z: f(z, *consts), x0, rtol, atol, newton.max_steps, newton.chord, newton.peel, solver

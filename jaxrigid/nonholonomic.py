@@ -163,7 +163,8 @@ class LagrangeDAlembertSystem(AbstractModel):
         `∂L/∂q`, `p` and `ṗ` (one of `c` gives `c` and `Ȧq̇ + ȧ`); `jacfwd` in `q̇` alone gives
         `M` and `A` (`c` is affine in `q̇`). Tangents only where they are needed: a merged
         pass along all `n + 1` directions traced `L` once but carried dense zero tangents for
-        `q` and `t` through every column (the unreduced ball's RKMK4 ran 1.3× slower)."""
+        `q` and `t` through every column, which slowed the unreduced ball's RKMK4
+        (bench/README.md, "The unreduced ball: the engine's derivatives in two passes")."""
         t = as_time(t, q)
         one = jnp.ones_like(t)
         gradient = lambda q_, t_: jax.grad(self._L, argnums=(0, 1))(q_, qdot, t_)  # noqa: E731

@@ -1,9 +1,9 @@
 """Traced programs kept on disk, so that a second process neither traces nor lowers them.
 
 JAX's persistent compilation cache (`compilation_cache`) keeps what XLA compiled, but every
-process still traces and lowers each program before it can look the executable up: for the
-command's run of `krysl-torque-free` that was 0.6 of the 0.8 s a second process spent
-building, for `jaxrigid control reach-point` about 9 s. A stored program is a program
+process still traces and lowers each program before it can look the executable up, most of
+what a second process of the command spends building (bench/README.md, `stored_programs.py`).
+A stored program is a program
 exported once (`jax.export`: StableHLO, versioned by JAX) beside the structure of its output;
 a later process with the same key loads it and calls it, and XLA's executable then comes
 from the persistent cache as before.
