@@ -20,10 +20,9 @@ Two ways to solve the stage equations, both linear in `N` (no system over the wh
 - any other `Newton` linear solver on the stage residual itself, e.g.
   `Newton(chord=True, linear_solver=BlockDiagonal())`: the Jacobian's `N+2` diagonal
   `14s × 14s` blocks from `14s` JVPs of the whole `s`-stage residual (colouring all bodies at
-  once, so each block also holds its neighbours' blocks) and a `14s × 14s` LU per body.
-  Measured (bench/chain_gauss_timing.py, CPU, §3.5's tetrahedra, h = 0.01): 0.73, 115 and
-  955 ms per step for 10, 10³ and 10⁴ bodies against 0.31, 34 and 318 ms for the default,
-  with 7 against 6 iterations per step.
+  once, so each block also holds its neighbours' blocks) and a `14s × 14s` LU per body:
+  larger blocks and a dense LU, so slower per step than the default, and more so on long
+  chains (bench/README.md, `chain_gauss_timing.py`).
 
 Either way the root is the collocation solution, and gradients come from the implicit
 function theorem with the exact Jacobian (GMRES), never from the approximation.
@@ -106,8 +105,9 @@ def _default_newton() -> Newton:
 def _body_blocks(F, y0):
     """`D (N+2, 14, 14)`, `D_n = ∂F_n/∂y_n`, from 2 × 14 JVPs: a unit tangent on every other
     body at once (parity colouring) is exact because `F_n` depends on `y_{n−1}, y_n, y_{n+1}`
-    only. The JVPs run one after another (`lax.map`): measured 1.4–1.7× faster than their
-    `vmap` on a 10⁴-body chain (CPU), and an unrolled loop compiled 5 s longer."""
+    only. The JVPs run one after another (`lax.map`): on the CPU faster than their `vmap` on
+    long chains, and quicker to compile than an unrolled loop (bench/README.md,
+    "Measurements behind the source's design choices")."""
     n, w = y0.shape
     parity = (jnp.arange(n) % 2)[:, None]
     basis = jnp.eye(w, dtype=y0.dtype)

@@ -26,7 +26,8 @@ autodiff Jacobian, 3×3 cofactor solves) solves for `c`: `P` symmetric (standard
 `P₁₃ = P₃₁`, `P₂₃ = P₃₂` and `G_d Δq = 0` (non-twisting). `multipliers` recovers
 `(Δq, h²λ/2, h²μ/2)` and `residual` is the full 15/16-unknown system (86)/(92) with `H_d`,
 `G_d` by AVF: the tests check it vanishes at every step taken. (Newton on the full system
-took 55–73 s to compile on this 2-core machine; this form 11 s.) The stopping rule
+compiled several times longer than this reduced form: bench/README.md, "Measurements behind
+the source's design choices".) The stopping rule
 `max|δc| ≤ eps^¾ (1 + max|c|)` (≈ 1.8e-12, tighter than the paper's 1e-10) leaves an error of
 order its square (full Newton). The guess is `c = h ω_n`, `ω_n = ½ Σ dᵢ × ḋᵢ` (twist removed
 for the non-twisting body); 1–3 iterations in §6's cases.

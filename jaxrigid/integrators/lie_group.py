@@ -74,7 +74,8 @@ def _promise_kept(info, max_angle, *psis):
 _MAX_ANGLE_DOC = """
     `max_angle` (None, or ≤ π rad): a promise that no rotation of a step turns by more than
     this, which cuts the Rodrigues series to the terms exact to round-off up to that angle and
-    drops the reduction of larger angles (about a third of an ensemble step's time); a step
+    drops the reduction of larger angles (a large share of an ensemble step's time:
+    bench/README.md, `imidm_cost_breakdown.py`); a step
     that breaks it is reported as `RESULTS.step_bound_broken`, never silently accepted."""
 
 
@@ -345,8 +346,8 @@ class IMIDM(AbstractImplicitIntegrator):
 
     def fast_variant(self):
         """Two chord updates, no loop, and the rotation series for turns ≤ `FAST_MAX_ANGLE`
-        (`bench/imidm_cost_breakdown.py`: 1.6× the default settings' throughput on 10⁴
-        members); a step needing more is reported failed (`max_steps_reached`,
+        (faster than the default settings on large ensembles: bench/README.md,
+        `imidm_cost_breakdown.py`); a step needing more is reported failed (`max_steps_reached`,
         `step_bound_broken`), never accepted."""
         if not self.fast_path:
             return None

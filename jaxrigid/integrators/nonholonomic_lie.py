@@ -80,7 +80,7 @@ masses fixed and `F = 0` (`bench/rolling_ball_energy.py`, 10⁶ steps): on the r
 integrable configurations (Routh's sphere, Chaplygin's ball) its error is bounded — the same
 maximum, to three digits, over every decade of steps, `∝ h²` — while explicit methods drift; on
 the general offset, non-symmetric ball (non-integrable, no invariant measure) the error is not
-stationary (its window maximum grows 2.6× at h = 0.01): no theorem promises boundedness there
+stationary (its window maximum grows over the run): no theorem promises boundedness there
 (Modin & Verdier 2020), and none is claimed.
 
 **Newton.** The unknown is `w = ξ/h` (3,), started from the explicit predictor

@@ -293,9 +293,9 @@ class AbstractQuaternionRKMK(AbstractIntegrator):
 
         # The stages run in a loop, their increments kept in buffers. Unrolled, XLA:CPU fuses
         # each stage's increment into the later stages that read it, recomputing it there
-        # (`optimization_barrier` does not survive to the fusion passes): measured on the
-        # 2-core CPU, 10⁴ members, RKMK8 unrolled 12 µs per member-step, in a loop 5 µs; RKMK4
-        # 1.0 and 0.7 µs; compiling RKMK8 took 11 s unrolled, 1.7 s in a loop.
+        # (`optimization_barrier` does not survive to the fusion passes), so the unrolled
+        # stages ran slower and compiled longer than the loop (bench/README.md, "Measurements
+        # behind the source's design choices").
         def stage(i, carry):
             k, l, theta_sq = carry
             theta = _weighted_sum(h, a[i], k)

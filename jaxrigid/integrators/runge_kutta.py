@@ -16,9 +16,9 @@ next step is as long as this one (as in `simulate`, and in each member of a `Com
 with another step it is only a worse start. After a step that did not converge, the next
 guess is the step's mean slope `Σ_j b_j K_j`, an O(h²) start like the first. A table of one
 node (implicit Euler and midpoint, Gauss2, the symplectic Eulers) has no polynomial to
-extrapolate beyond a constant, which starts a node one step away (worse than `f(y0)`, half a
-step from the midpoint's node: measured 3.06 against 3.02 iterations per step on Kepler,
-`bench/newton_warm_start.py`), so those carry nothing and start every step from `f(y0)`.
+extrapolate beyond a constant, which starts a node one step away (no better than `f(y0)`,
+half a step from the midpoint's node: bench/README.md, `newton_warm_start.py`), so those
+carry nothing and start every step from `f(y0)`.
 The guess is a starting value only: the root, and its gradient (implicit function theorem),
 do not depend on it beyond Newton's tolerance, so it carries no derivative
 (`stop_gradient`).

@@ -78,11 +78,11 @@ def free_flow(moments, Pi, h, error=None):
     The turns are composed as quaternion increments `q − 1` (`quaternion.expm1`, angles first
     reduced to ≤ π), and `Q − 1` is formed once from their product: it is off the rotation
     group by one rounding of its entries, as one Rodrigues turn (IMIDM's). Composing the six
-    turns as 3×3 matrices instead (each product and sum rounding off the group again; the
-    form at 835f033) made `RᵀR` drift 13× faster than IMIDM's in float32 on steady spins
+    turns as 3×3 matrices instead (each product and sum rounding off the group again) made
+    `RᵀR` drift faster than IMIDM's in float32 on steady spins
     (`test_float32_orthogonality_drifts_no_faster_than_imidm`), and was no faster under
-    `vmap` on the CPU; quaternions from `sin`/`cos` instead of the series ran 4–10× slower
-    there (one-off trials, this form's speed being the matrix form's).
+    `vmap` on the CPU; quaternions from `sin`/`cos` instead of the series ran slower there
+    (bench/README.md, "Measurements behind the source's design choices").
 
     `error`: None, or the rounding error of `Π` (compensated summation, `jaxrigid.compensated`):
     the exact momentum `Π + error` then sets the angles, each turn's increment of it joins `Π`
@@ -113,7 +113,8 @@ def free_flow(moments, Pi, h, error=None):
 # not as the general Rodrigues form on `angle·eᵢ`, whose two zero entries it multiplied
 # through. The coefficients still come from `so3.rodrigues_coefficients`: written as bare
 # half-angle series (no `where`, square root or division), XLA:CPU fused copies of them into
-# every consumer, and a 7-stage composition compiled 2× and ran 30× slower.
+# every consumer, and a composition compiled and ran far slower (bench/README.md,
+# `compile_cost.py`).
 
 
 def _axis_rotation_increment(v, axis, sin_angle, versin_angle):
@@ -198,9 +199,10 @@ def _none(x):
 def _composed_steps_fast(model, state, error, t, dt, *, fractions):
     """`_composed_steps` with the stages unrolled, whose derivatives are the scanned form's.
 
-    On the CPU the unrolled stages run 2.8–3.4× faster than the scan (XLA fuses across the
-    stages; `bench/lp_composition_stages.py`), but the reverse pass of the unrolled Kahan–Li 8
-    had not compiled after 12 minutes (a one-off trial) against ≈ 10 s for the scan's. The
+    On the CPU the unrolled stages run several times faster than the scan (XLA fuses across
+    the stages), but the reverse pass of the unrolled Kahan–Li 8 did not compile in any
+    practical time, where the scan's compiles in seconds (bench/README.md,
+    `lp_composition_stages.py`). The
     two forms are one function to round-off, so the derivative rule differentiates the scan."""
     return _composed_steps(fractions, model, state, t, dt, True, error)
 
