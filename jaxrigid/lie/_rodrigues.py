@@ -40,8 +40,8 @@ def _rodrigues_coefficients(x, max_angle=None):
 
     With `max_angle` (≤ π) the caller promises θ ≤ max_angle: no reduction, and each series is
     cut to the fewest terms exact to round-off up to that angle (`_series_lengths`). The
-    reduction and the full series cost an IMIDM ensemble step about a third of its time
-    (`python bench/imidm_cost_breakdown.py`); callers check the promise (`angle_within`).
+    reduction and the full series are a large share of an IMIDM ensemble step's time
+    (bench/README.md, `imidm_cost_breakdown.py`); callers check the promise (`angle_within`).
     """
     if max_angle is not None:
         return _series_coefficients(x, _series_lengths(max_angle))

@@ -60,7 +60,7 @@ def _eye_like(W):
 
 def _rodrigues_entries(w, a, b, identity):
     """The entries of `[1 +] a ŵ + b ŵ²`, with `ŵ² = w wᵀ − |w|²·1` written out entry by
-    entry: no 3×3 product of `hat` matrices, whose slices of zeros were most of a step's
+    entry: no 3×3 product of `hat` matrices, whose slices of zeros would be most of a step's
     program. `a`, `b`: arrays `(...)` or numbers."""
     w = components(w)
     sq = [wk * wk for wk in w]

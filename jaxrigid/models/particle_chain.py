@@ -24,11 +24,11 @@ batches chains.
 reverse pass by `jax.checkpoint`), so that the `(pairs, n_p, n_p, 3)` intermediates of one block
 stay in cache instead of the whole chain's going through memory. Without blocks, the CPU
 backend of jax 0.10 (its YNNPACK reduce fusion) stores the pair differences, distances and even
-scalar broadcasts at full size, ≈ 50 bytes per particle pair: 72 MB for 10⁴ discs of 12
-particles, past a 32 MB L3 cache, and the time per pair term went from 15 to 55–70 ns between
-10³ and 10⁴ bodies; with blocks it stays at 11–15 ns up to 10⁵ bodies (`bench/chain_scaling.py`,
-`bench/README.md`). A block sums the same terms with the same arithmetic; the order of the sums
-over pairs differs (round-off, ~10⁻¹⁵ relative). Short chains (fewer than two blocks, or fewer
+scalar broadcasts at full size: once a long chain's intermediates no longer fit in the cache,
+the time per pair term jumps, while with blocks it stays flat (bench/README.md,
+`chain_scaling.py`, "Why the disc chains scaled superlinearly, and the fix"). A block sums the
+same terms with the same arithmetic; the order of the sums over pairs differs (round-off,
+~10⁻¹⁵ relative). Short chains (fewer than two blocks, or fewer
 than `MIN_BLOCKED_PAIR_TERMS` particle pairs in all) and other backends (unmeasured there: a
 GPU would run the blocks one after another) take the one-shot path, unchanged.
 """
@@ -294,19 +294,19 @@ PAIRS_PER_BLOCK = 1280
 """Particle pairs a block of the automatic size holds (at most; at least one neighbour pair)."""
 
 MIN_BLOCKED_PAIR_TERMS = 8 * PAIRS_PER_BLOCK
-"""Chains with fewer particle pairs in all (`(N+1) n_p²`, ≈ 0.5 MB of intermediates) are not
-blocked automatically: at N = 8, n_p = 24 or 32 the blocks' loop cost 5–10 % more."""
+"""Chains with fewer particle pairs in all (`(N+1) n_p²`) are not blocked automatically: their
+intermediates fit in the cache anyway, and the blocks' loop costs more than it saves
+(bench/README.md, `chain_scaling.py`)."""
 
 
 def block_size(n_p: int, pairs_per_block: int = PAIRS_PER_BLOCK) -> int:
     """The automatic `bodies_per_block`: `⌊pairs_per_block / n_p²⌋`, at least 1 (`n_p = 4`:
     80, `n_p = 12`: 8, `n_p = 32`: 1).
 
-    Measured with jax 0.10.2 on a 2-core AMD EPYC (`bench/chain_scaling.py`): the CPU backend
-    hands a reduction of 4096 or more elements to YNNPACK, which stores its input (`3 n_p²`
-    per pair for the distances), so a block stays below that at `≤ 1365` particle pairs;
-    smaller blocks pay the loop's overhead per block (a few µs) more often (12-particle discs,
-    10⁴ bodies, one thread: 4 bodies a block 23 ms, 8 bodies 17 ms, 16 bodies 27 ms)."""
+    With jax 0.10.2 the CPU backend hands a reduction of 4096 or more elements to YNNPACK,
+    which stores its input (`3 n_p²` per pair for the distances), so a block stays below that
+    at `≤ 1365` particle pairs; smaller blocks pay the loop's overhead per block more often
+    (block sizes compared in bench/README.md, `chain_scaling.py`)."""
     return max(int(pairs_per_block) // max(int(n_p) ** 2, 1), 1)
 
 
