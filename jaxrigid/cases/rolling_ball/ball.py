@@ -304,8 +304,8 @@ CASES = [
         "u = 0): RollingBallUnreduced with control=None, the rail coordinates θ part of the "
         "state. Released from θ = (−π/2 + 0.6, −π/2 − 0.4) at rest on the rails, the ball "
         "spinning at Ω = (0.5, 0, 2) rad/s. Energy is conserved by the flow; RKMK4 at "
-        "h = 0.01 keeps it to 2.2e-9 relative over t_end = 10 (its error: measured O(h⁵) "
-        "here, 6.9e-8 at h = 0.02). Reports as the ball's, with "
+        "h = 0.01 keeps it within 2e-8 relative over t_end = 10, its error falling about as "
+        "h⁵ here (tests/test_rolling_ball_cases.py). Reports as the ball's, with "
         "energy an invariant (no actuator work) and final_state also theta, theta_dot.",
         _build_passive,
         {
