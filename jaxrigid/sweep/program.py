@@ -329,12 +329,12 @@ def _leaf_name(path) -> str:
 
 def chunk_program(p: Plan, devices):
     """The jitted chunk: on one device, or with the members' axis split over `devices` by
-    `shard_map` (the chunk size is a multiple of their number). Measured against `jit` with a
-    `NamedSharding` over the same 1-D mesh (bench/sweep_throughput.py, 4 forced host devices):
-    1.1–1.9× faster, bitwise equal, 0.5–1.3 s longer to compile; probably (not confirmed in
-    the compiled code) because each device runs its block alone, so a vmapped Newton loop
-    stops when its own members have converged, where under the sharded `jit` the "any member
-    still iterating" test spans every device at each iteration."""
+    `shard_map` (the chunk size is a multiple of their number). Against `jit` with a
+    `NamedSharding` over the same 1-D mesh it runs faster on several devices, bitwise equal,
+    and compiles a little longer (bench/README.md, `sweep_throughput.py`); probably (not
+    confirmed in the compiled code) because each device runs its block alone, so a vmapped
+    Newton loop stops when its own members have converged, where under the sharded `jit` the
+    "any member still iterating" test spans every device at each iteration."""
     fn = lambda q: _kept(p, q)  # noqa: E731
     if len(devices) == 1:
         return cached_program(("chunk", *p.program_key, str(devices[0])), lambda: jax.jit(fn))
