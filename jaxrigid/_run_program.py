@@ -85,10 +85,10 @@ def _tangents_throughout(carry, context):
     is batched under `vmap`, whenever any of them or of `context` has one (is). A scan's
     `jvp`, `linearize` and `vmap` rules find which carry leaves have a tangent (are batched)
     by a fixpoint that transforms the step once more for each leaf that gains one,
-    recursively in nested scans: a run from a concrete `R₀` under `grad` with respect to `Π₀`
-    gave `R` its tangent only after the first step, and the outcome's constants became
-    batched after it. Starting every leaf so, each rule transforms the step once (design
-    note 36)."""
+    recursively in nested scans: in a run from a concrete `R₀` under `grad` with respect to
+    `Π₀`, `R` would gain its tangent only after the first step, and the outcome's constants
+    become batched after it. Starting every leaf so, each rule transforms the step once
+    (docs/design-notes.md, note 36)."""
     leaves, tree = jax.tree_util.tree_flatten(carry)
     numbers = [i for i, x in enumerate(leaves) if _numeric(x)]
     if not numbers:

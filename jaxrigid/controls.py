@@ -6,7 +6,7 @@ equation (B.8) needs `θ, θ̇, θ̈`. `AbstractControl.derivatives` gets the tw
 nested `jax.jvp`, so a control is written once, as `θ(t)`.
 
 A control is an `equinox.Module` whose array fields are traced and differentiable: the
-trajectory-optimisation issue differentiates a cost through the integrator with respect to
+optimiser (`jaxrigid.control`) differentiates a cost through the integrator with respect to
 them (e.g. `PiecewiseCubicControl.values`).
 """
 

@@ -5,7 +5,7 @@ Every chunk holds `chunk_size` members (the last one padded by repeating its las
 padding dropped before writing), so one compiled program serves the whole sweep and a member's
 result does not depend on which chunk it fell in or on where a run was interrupted: a resumed
 sweep equals an uninterrupted one bit for bit. A chunk is one compiled program
-(`program._chunk_program`), dispatched one ahead of the host's write of the previous chunk.
+(`program.chunk_program`), dispatched one ahead of the host's write of the previous chunk.
 
 Before any work starts every member is checked: the parameter names against the case, the
 method against the case's model, and each member's values (the model's and the state's value

@@ -5,7 +5,7 @@ The ball's five are in `ball`, the disk's in `disk`, Suslov's in `suslov`; what 
 (parameters, the ball built from them, observables) in `common`.
 
 The paper survives only as a preview (abstract, references, appendices): its numerical sections
-and their data are missing, so apart from `rolling-ball-two-circles` (the issue's contract,
+and their data are missing, so apart from `rolling-ball-two-circles` (the contract case,
 `jaxrigid.models.rolling_ball.two_circles_ball`) the defaults are jaxrigid's own choices,
 documented with each case. The ball cases share the two-circles shell: `r = 1`, `m₀ = 1`,
 `𝕀 = diag(0.4, 0.45, 0.5)` about the shell's centre of mass, `χ₀ = (0, 0, −0.1)`, `g = 9.81`;

@@ -15,7 +15,7 @@ from .model import RollingBall, rolling_ball_state
 __all__ = ["TWO_CIRCLES_T_END", "two_circles_ball"]
 
 TWO_CIRCLES_T_END = 10.0
-"""The horizon of the issue's `rolling-ball-two-circles` contract case."""
+"""The horizon of the `rolling-ball-two-circles` contract case."""
 
 
 def two_circles_ball(
@@ -31,7 +31,7 @@ def two_circles_ball(
     phases=(0.0, math.pi / 2),
     gravity=9.81,
 ):
-    """The issue's `rolling-ball-two-circles` contract case: `(model, state0)`.
+    """The `rolling-ball-two-circles` contract case: `(model, state0)`.
 
     Defaults (a contract: scripts rely on them): `r = 1`; `m₀ = 1`, `𝕀 = diag(0.4, 0.45,
     0.5)` about the shell's centre of mass, `χ₀ = (0, 0, −0.1)`; `g = 9.81`, no external
