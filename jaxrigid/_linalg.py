@@ -52,7 +52,7 @@ def matrix_entries(A):
 
     `matmul`'s form: through `entries` (a row sliced, then its entries), XLA:CPU copied out
     each row of the carried attitude (a value with three users) under `vmap`, and LP-split's
-    compositions ran at about half speed; slicing straight from the matrix in `entries` too
+    compositions ran markedly slower; slicing straight from the matrix in `entries` too
     slowed IMIDM's step (its `inv3`, `det3`; both in bench/README.md, "LP-split's run-time
     regression"). Rows
     and then entries by `lax.split`, no reshape between: XLA merges the two slices into the

@@ -75,8 +75,8 @@ _MAX_ANGLE_DOC = """
     `max_angle` (None, or ≤ π rad): a promise that no rotation of a step turns by more than
     this, which cuts the Rodrigues series to the terms exact to round-off up to that angle and
     drops the reduction of larger angles (a large share of an ensemble step's time:
-    bench/README.md, `imidm_cost_breakdown.py`); a step
-    that breaks it is reported as `RESULTS.step_bound_broken`, never silently accepted."""
+    bench/README.md, `imidm_cost_breakdown.py`); a step that breaks it is reported as
+    `RESULTS.step_bound_broken`, never silently accepted."""
 
 
 def _carry(integrator, state, solver_state):
@@ -347,8 +347,8 @@ class IMIDM(AbstractImplicitIntegrator):
     def fast_variant(self):
         """Two chord updates, no loop, and the rotation series for turns ≤ `FAST_MAX_ANGLE`
         (faster than the default settings on large ensembles: bench/README.md,
-        `imidm_cost_breakdown.py`); a step needing more is reported failed (`max_steps_reached`,
-        `step_bound_broken`), never accepted."""
+        `imidm_cost_breakdown.py`); a step needing more is reported failed
+        (`max_steps_reached`, `step_bound_broken`), never accepted."""
         if not self.fast_path:
             return None
         bound = FAST_MAX_ANGLE if self.max_angle is None else min(self.max_angle, FAST_MAX_ANGLE)
