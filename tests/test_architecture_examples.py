@@ -3,8 +3,9 @@ cannot drift from the library): a new model integrated by an existing method, an
 method, then that method added to the registry the way the page's "Registering it" does, and
 found by every lookup the registry-driven tests use. Each example asserts its own properties
 (conserved quantities, measured order) with its tolerances' reasons written beside them.
-Cost: three small programs (one RKMK4 run, one run of the new method, its invariants),
-about 5 s of CPU on top of the import."""
+Cost in the default suite: a few small programs (the two runs, their value checks, the
+gyrostat's invariants), about 8 s of CPU on top of the import; the contract test run on the
+new method is in the slow suite."""
 
 import re
 import sys
@@ -83,3 +84,23 @@ def test_a_new_method_is_found_once_registered(monkeypatch):
     # the class facts test_integrator_classes reads: class variables, no Newton when explicit
     assert (cls.name, cls.order, cls.implicit, cls.symmetric) == ("LieMidpoint", 2, False, False)
     assert not hasattr(cls(), "newton")
+
+
+@pytest.mark.slow
+def test_the_contract_test_passes_for_the_new_method(monkeypatch):
+    """The registry-driven contract test itself (tests/test_contracts.py), run on the page's
+    method as registered: `jit(grad)` with respect to a parameter and `dt` against finite
+    differences, `jit` = eager, `vmap` = a loop. Slow: importing that module builds every
+    registered method's case (about 13 s of CPU) and the gradient program another 11 s."""
+    import test_contracts
+
+    ns = run_example("new-method", monkeypatch)
+    cls = ns["ExplicitLieMidpoint"]
+    monkeypatch.setattr(integrators, "REGISTRY", integrators.REGISTRY + (cls,))
+    monkeypatch.setitem(integrators.METHODS_BY_FAMILY["rigid_body"], cls.name, cls)
+    family, name, case_name = (
+        "rigid_body",
+        cls.name,
+        test_contracts.CASES_BY_FAMILY["rigid_body"][0],
+    )
+    test_contracts.test_traced_parameter_and_dt_gradients_jit_and_vmap(family, name, case_name)
