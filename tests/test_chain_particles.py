@@ -4,6 +4,7 @@ loops and under rigid motions, autodiff gradients against the thesis's hand-deri
 
 import itertools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -399,10 +400,12 @@ def test_float32_close_to_float64():
     lj32 = LennardJones(jnp.asarray(5.0, jnp.float32), jnp.asarray(1.0, jnp.float32))
     chain32, chain64 = ParticleChain(body32, lj32), ParticleChain(body64, LJ)
     r32, R32 = r.astype(jnp.float32), R.astype(jnp.float32)
-    V32, (g32r, g32R) = chain32.potential(r32, R32), chain32.gradients(r32, R32)
+    # one program per dtype (eagerly, one per op)
+    both = eqx.filter_jit(lambda chain, r, R: (chain.potential(r, R), chain.gradients(r, R)))
+    V32, (g32r, g32R) = both(chain32, r32, R32)
     assert V32.dtype == g32r.dtype == g32R.dtype == jnp.float32
     assert np.isfinite(V32) and np.all(np.isfinite(g32r)) and np.all(np.isfinite(g32R))
-    V64, (g64r, g64R) = chain64.potential(r, R), chain64.gradients(r, R)
+    V64, (g64r, g64R) = both(chain64, r, R)
     # positions carry ~eps32 = 1.2e-7 relative error; LJ's steepest term (σ/r)¹³ magnifies
     # it ~13×, over 80 pair terms of both signs: 1e-4 leaves a margin of a few tens
     assert float(V32) == pytest.approx(float(V64), rel=1e-4)
@@ -420,16 +423,21 @@ def test_blocked_sum_equals_one_shot():
     assert blocked.resolved_bodies_per_block(700) == 80
     assert one_shot.resolved_bodies_per_block(700) == 0
     r, R = random_chain(jax.random.PRNGKey(11), 700)
-    assert float(blocked.potential(r, R)) == pytest.approx(
-        float(one_shot.potential(r, R)), rel=1e-13
-    )
-    for b, o in zip(blocked.gradients(r, R), one_shot.gradients(r, R)):
-        assert rel(b, o) < 1e-13
     dr = jax.random.normal(jax.random.PRNGKey(12), r.shape)
-    _, jb = jax.jvp(lambda x: blocked.potential(x, R), (r,), (dr,))
-    _, jo = jax.jvp(lambda x: one_shot.potential(x, R), (r,), (dr,))
-    assert float(jb) == pytest.approx(float(jo), rel=1e-12)
     rs, Rs = jnp.stack([r, r + 0.01]), jnp.stack([R, R])
-    np.testing.assert_allclose(
-        jax.vmap(blocked.potential)(rs, Rs), jax.vmap(one_shot.potential)(rs, Rs), rtol=1e-13
-    )
+
+    # each chain's four results in one program (eagerly, every op of the blocked scan and
+    # its derivatives compiled a program of its own)
+    @eqx.filter_jit
+    def everything(chain, r, R, dr, rs, Rs):
+        _, tangent = jax.jvp(lambda x: chain.potential(x, R), (r,), (dr,))
+        V, vmapped = chain.potential(r, R), jax.vmap(chain.potential)(rs, Rs)
+        return V, chain.gradients(r, R), tangent, vmapped
+
+    V_b, g_b, jb, vmapped_b = everything(blocked, r, R, dr, rs, Rs)
+    V_o, g_o, jo, vmapped_o = everything(one_shot, r, R, dr, rs, Rs)
+    assert float(V_b) == pytest.approx(float(V_o), rel=1e-13)
+    for b, o in zip(g_b, g_o):
+        assert rel(b, o) < 1e-13
+    assert float(jb) == pytest.approx(float(jo), rel=1e-12)
+    np.testing.assert_allclose(vmapped_b, vmapped_o, rtol=1e-13)

@@ -3,6 +3,8 @@ under `jit(grad)` against finite differences, `jit` = eager, `vmap` = loop; valu
 `jit` naming the problem and the member; every outcome cause produced and named; refusals
 of incompatible models and mixed dtypes; checkpointed = store-everything gradients; `save`."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -64,6 +66,7 @@ SLOW_CONTRACTS = {
 }
 
 
+@functools.cache  # the registry is static: built once for the parametrisation and its test
 def _pairs():
     out = []
     for family, methods in METHODS_BY_FAMILY.items():
@@ -159,6 +162,17 @@ def _ensemble(n=4):
     return model, case.perturb(state0, np.random.default_rng(0), 0.05, n)
 
 
+def _run_bad_values(inertia, Pi, R, dt, t0=0.0):
+    state = jr.RigidBodyState(R, Pi)
+    sol = jr.simulate(jr.IMIDM(), jr.RigidBody(inertia), state, dt, 2, t0=t0)
+    return sol.final_state.Pi
+
+
+# one program for every bad value (they share shapes and dtypes): a `jit` per test built it six
+# times, and its host callback keeps it out of the persistent cache
+_jit_run_bad_values = jax.jit(_run_bad_values)
+
+
 @pytest.mark.parametrize(
     "bad,message",
     [
@@ -172,12 +186,7 @@ def _ensemble(n=4):
 )
 def test_bad_values_raise_under_jit_naming_problem_and_member(bad, message):
     model, states = _ensemble()
-
-    def run(inertia, Pi, R, dt, t0=0.0):
-        state = jr.RigidBodyState(R, Pi)
-        sol = jr.simulate(jr.IMIDM(), jr.RigidBody(inertia), state, dt, 2, t0=t0)
-        return sol.final_state.Pi
-
+    run = _run_bad_values
     inertia, Pi, R, dt, t0 = model.inertia, states.Pi, states.R, 0.01, 0.0
     if bad == "nan_state":
         Pi = Pi.at[2, 1].set(jnp.nan)
@@ -193,7 +202,7 @@ def test_bad_values_raise_under_jit_naming_problem_and_member(bad, message):
         dt = 0.0
     run(model.inertia, states.Pi, states.R, 0.01)  # the good values run
     with pytest.raises(Exception, match=message):
-        jax.block_until_ready(jax.jit(run)(inertia, Pi, R, dt, t0))
+        jax.block_until_ready(_jit_run_bad_values(inertia, Pi, R, dt, t0))
     with pytest.raises(ValueError, match=message):  # and eagerly, as a plain ValueError
         run(inertia, Pi, R, dt, t0)
 
@@ -208,6 +217,7 @@ def _coulomb_off_branch():
     return jr.integrators.get_method(case.default_method), model, state0, 0.5, 20
 
 
+@functools.cache  # the cases of every cause, built once for the seven tests
 def _cause_cases():
     top = get_case("krysl-fast-top")
     model, s0 = top.build(top.resolve())

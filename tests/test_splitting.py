@@ -7,6 +7,8 @@ for an axisymmetric body, the heavy top's Casimirs and π₃, a bounded energy e
 runs, the orders of its compositions on a body in a potential, and its refusals.
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -222,6 +224,28 @@ def test_float32_composition_with_a_potential_stays_float32_and_keeps_the_casimi
         assert np.max(np.abs(v - v[0])) <= 3e-5 * max(abs(v[0]), 1.0), name
 
 
+@functools.cache
+def _coulomb_wall():
+    return problem("krysl-coulomb-wall")
+
+
+def _potential_loss(method, p, dt, Pi0):
+    """`Σ sin R + Σ cos Π` after 50 steps of `method` on the Coulomb wall from `(R₀, Π₀)`, its
+    potential's parameters (coulomb, wall, offset) scaled by `p`: an O(1) smooth loss."""
+    model, state0 = _coulomb_wall()
+    m = jax.tree.map(lambda x: x * p if x.dtype == jnp.float64 else x, model)
+    m = eqx.tree_at(lambda m: m.inertia, m, model.inertia)  # scale the potential only
+    sol = jr.simulate(method, m, jr.RigidBodyState(state0.R, Pi0), dt, 50, save_every=50)
+    final = sol.final_state
+    return jnp.sum(jnp.sin(final.R)) + jnp.sum(jnp.cos(final.Pi))
+
+
+# `jit(grad)` of `_potential_loss` with respect to (p, dt, Π₀), the method static (compositions
+# hash by their members and fractions): the plain yoshida6 composition's gradient, which two
+# tests compare against, is built once for the module
+_potential_loss_gradient = jax.jit(jax.grad(_potential_loss, argnums=(1, 2, 3)), static_argnums=0)
+
+
 def test_composition_derivatives_are_the_scanned_stages_derivatives():
     """The fused composition runs its stages unrolled and differentiates them as a scan (a
     custom JVP: the unrolled reverse pass took > 12 min to compile). Its gradient with
@@ -235,25 +259,18 @@ def test_composition_derivatives_are_the_scanned_stages_derivatives():
     generic = composition_class(
         cls.member_classes, cls.fractions, cls.order, cls.name, cls.reference, AbstractComposition
     )(fused.integrators)
-    model, state0 = problem("krysl-coulomb-wall")
-
-    def loss(method, p, dt, Pi0):
-        m = jax.tree.map(lambda x: x * p if x.dtype == jnp.float64 else x, model)
-        m = eqx.tree_at(lambda m: m.inertia, m, model.inertia)  # scale the potential only
-        sol = jr.simulate(method, m, jr.RigidBodyState(state0.R, Pi0), dt, 50, save_every=50)
-        final = sol.final_state
-        return jnp.sum(jnp.sin(final.R)) + jnp.sum(jnp.cos(final.Pi))
+    _, state0 = _coulomb_wall()
 
     args = (1.0, 0.05, state0.Pi)
-    g_fused = jax.jit(jax.grad(lambda *a: loss(fused, *a), argnums=(0, 1, 2)))(*args)
-    g_generic = jax.jit(jax.grad(lambda *a: loss(generic, *a), argnums=(0, 1, 2)))(*args)
+    g_fused = _potential_loss_gradient(fused, *args)
+    g_generic = _potential_loss_gradient(generic, *args)
     for a, b in zip(g_fused, g_generic):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * float(jnp.max(jnp.abs(b))))
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * float(np.max(np.abs(b))))
 
     ps = jnp.array([0.9, 1.0, 1.1])
 
     def tangent(method):
-        f = lambda p: loss(method, p, 0.05, state0.Pi)  # noqa: E731
+        f = lambda p: _potential_loss(method, p, 0.05, state0.Pi)  # noqa: E731
         return jax.jit(jax.vmap(lambda p: jax.jvp(f, (p,), (1.0,))[1]))(ps)
 
     np.testing.assert_allclose(tangent(fused), tangent(generic), rtol=1e-10)
@@ -328,21 +345,16 @@ def test_compensated_composition_differentiates_as_the_plain_one():
     """The compensated fused composition under `jit(grad)` (through its scanned stages' custom
     JVP) with respect to a potential parameter, `dt` and Π₀: the compensated sums are the same
     map to round-off and TwoSum's error term has zero derivative, so the gradient is the plain
-    composition's to round-off (bound 1e-9 relative: 50 steps of 8 stages, O(1) loss)."""
-    model, state0 = problem("krysl-coulomb-wall")
-
-    def loss(method, p, dt, Pi0):
-        m = eqx.tree_at(lambda m: m.potential.coulomb, model, p * model.potential.coulomb)
-        sol = jr.simulate(method, m, jr.RigidBodyState(state0.R, Pi0), dt, 50, save_every=50)
-        return jnp.sum(jnp.sin(sol.final_state.R)) + jnp.sum(jnp.cos(sol.final_state.Pi))
-
+    composition's to round-off (bound 1e-9 relative: 50 steps of 8 stages, O(1) loss). The
+    plain gradient is the one the test above compiled (`_potential_loss_gradient`)."""
+    _, state0 = _coulomb_wall()
     args = (1.0, 0.05, state0.Pi)
     grads = [
-        jax.jit(jax.grad(lambda *a, m=m: loss(m, *a), argnums=(0, 1, 2)))(*args)
-        for m in (compose(LiePoissonSplitting(compensated=c), "yoshida6") for c in (False, True))
+        _potential_loss_gradient(compose(LiePoissonSplitting(compensated=c), "yoshida6"), *args)
+        for c in (False, True)
     ]
     for a, b in zip(*grads):
-        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * float(jnp.max(jnp.abs(a))))
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * float(np.max(np.abs(a))))
 
 
 def test_float32_compensation_removes_the_random_walk_of_the_rounded_sums():
