@@ -2,7 +2,7 @@
 `docs/rolling-ball-model.md`, "Optimal control"): parametrised controls `θ(t)`
 (prescribed masses) and actuations `u(t)` (dynamic masses, forces on the rails), composable
 costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and
-named problems (`mode="prescribed"` or `"dynamic"`)."""
+named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`)."""
 
 from .costs import AbstractCost as AbstractCost
 from .costs import CirclePath as CirclePath
@@ -38,3 +38,7 @@ from .problems import default_settings as default_settings
 from .problems import get_problem as get_problem
 from .problems import initial_guesses as initial_guesses
 from .problems import parametrised_slot as parametrised_slot
+from .scenarios import Replay as Replay
+from .scenarios import Scenarios as Scenarios
+from .scenarios import draw_scenarios as draw_scenarios
+from .scenarios import replay as replay
