@@ -2,8 +2,10 @@
 `docs/rolling-ball-model.md`, "Optimal control"): parametrised controls `θ(t)`
 (prescribed masses) and actuations `u(t)` (dynamic masses, forces on the rails), composable
 costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and
-named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`)."""
+named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`) and
+receding-horizon control on them (`mpc`)."""
 
+from . import mpc as mpc
 from .costs import AbstractCost as AbstractCost
 from .costs import CirclePath as CirclePath
 from .costs import ContactLimits as ContactLimits
