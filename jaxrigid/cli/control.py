@@ -48,6 +48,7 @@ import numpy as np
 
 from .._suggest import did_you_mean
 from ..progress import OptimiserProgress, phase
+from .control_feedback import add_feedback_arguments, cmd_feedback, wants_feedback
 from .control_plot import plot_control
 from .errors import RunError, UsageError, warn
 from .output import jsonable, make_out_dir
@@ -88,6 +89,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random starts")
     p.add_argument("--out", default="jaxrigid-out", help="output directory")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_feedback_arguments(p)  # --feedback mpc: `control_feedback`
 
 
 def _problem_name(name: str) -> str:
@@ -180,6 +182,8 @@ def cmd_control(args) -> int:
     from ..control.problems import get_problem, initial_guesses
     from ..program_store import stored_programs
 
+    if wants_feedback(args):
+        return cmd_feedback(args)
     started = time.perf_counter()  # the total the summary reports, building included
     name = _problem_name(args.problem)
     mode = getattr(args, "mode", "prescribed")

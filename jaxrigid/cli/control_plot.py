@@ -58,3 +58,36 @@ def plot_control(path: Path, problem, report: dict, arrays: dict, refine: int) -
     top.set_title("controls", fontsize="medium")
     fig.savefig(path, dpi=100)
     return True
+
+
+def plot_feedback(path: Path, report: dict, arrays: dict) -> bool:
+    """The scenarios' contact paths, closed loop (MPC) against open loop (the open-loop
+    optimum replayed), and the target. False without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return False
+    fig = Figure(figsize=(7, 6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for i, (xo, xc) in enumerate(zip(arrays["open_loop_x"], arrays["closed_loop_x"])):
+        ax.plot(xo[:, 0], xo[:, 1], color="tab:orange", lw=0.8, alpha=0.7,
+                label="open loop" if i == 0 else None)  # fmt: skip
+        ax.plot(xc[:, 0], xc[:, 1], color="tab:blue", lw=0.8, alpha=0.7,
+                label=f"MPC (every {report['replan_every']:g})" if i == 0 else None)  # fmt: skip
+    target = arrays["target"]
+    ax.plot(target[0], target[1], "k*", ms=12, label="target")
+    ax.plot([0.0], [0.0], "ko", ms=4)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("x1")
+    ax.set_ylabel("x2")
+    ax.legend(fontsize="small")
+    ax.set_title(
+        f"{report['problem']}: {report['scenarios']} scenarios, σ = {report['disturbance']:g}; "
+        f"median miss {report['closed_loop_miss']:.1e} (MPC), "
+        f"{report['open_loop_miss']:.1e} (open loop)",
+        fontsize="medium",
+    )
+    fig.savefig(path, dpi=100)
+    return True

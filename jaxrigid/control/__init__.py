@@ -2,8 +2,10 @@
 `docs/rolling-ball-model.md`, "Optimal control"): parametrised controls `θ(t)`
 (prescribed masses) and actuations `u(t)` (dynamic masses, forces on the rails), composable
 costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and
-named problems (`mode="prescribed"` or `"dynamic"`)."""
+named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`) and
+receding-horizon control on them (`mpc`)."""
 
+from . import mpc as mpc
 from .costs import AbstractCost as AbstractCost
 from .costs import CirclePath as CirclePath
 from .costs import ContactLimits as ContactLimits
@@ -38,3 +40,7 @@ from .problems import default_settings as default_settings
 from .problems import get_problem as get_problem
 from .problems import initial_guesses as initial_guesses
 from .problems import parametrised_slot as parametrised_slot
+from .scenarios import Replay as Replay
+from .scenarios import Scenarios as Scenarios
+from .scenarios import draw_scenarios as draw_scenarios
+from .scenarios import replay as replay

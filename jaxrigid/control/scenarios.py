@@ -1,0 +1,192 @@
+"""Disturbed scenarios: the plant (what is simulated) differing from the controller's model.
+
+A scenario of size `σ` draws, independently,
+
+    mᵢ ← mᵢ (1 + σ zᵢ),   λⱼ ← λⱼ (1 + σ z'ⱼ),   zᵢ, z'ⱼ ~ N(0, 1),                      (S1)
+
+for the point masses `mᵢ` on the rails and the principal moments `λⱼ` of the ball's inertia
+(`𝕀 = V diag(λ) Vᵀ` kept in its principal axes), and kicks of the body angular velocity
+
+    Ω(tₖ⁺) = Ω(tₖ⁻) + σ eₖ,   eₖ uniform on the unit sphere,   tₖ = T/4, T/2,            (S2)
+
+(`|σ eₖ| = σ` rad/s exactly). `Scenarios` holds `K` of them, every leaf with a leading axis
+`K` (usable under `vmap`), drawn from a seed with `jax.random`. `σ = 0` is the nominal model
+exactly (the scales are `1 + 0·z`, the inertia `𝕀 + V diag(0) Vᵀ`, the kicks zero).
+
+The plant is simulated step by step with the control problem's integrator and step, the
+kicks added to the state between two steps (`advance`): integrating piecewise between the kick
+times, which must be whole numbers of steps. `replay` runs a given control (the open-loop
+optimum) on all scenarios under one `vmap` and returns each one's miss `|x(T)[:2] − x*|` and
+effort.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._checks import is_integer, real_number
+from .._input_checks import reported_in_outcome
+from ..program_store import call_filtered
+from ..runs.planning import whole_steps
+from .costs import FinalPosition, WeightedSum
+
+__all__ = ["Replay", "Scenarios", "advance", "draw_scenarios", "kick_steps", "plant", "replay"]
+
+KICK_FRACTIONS = (0.25, 0.5)
+"""The kick times as fractions of the horizon `T` ((S2): `T/4`, `T/2`)."""
+
+
+class Scenarios(eqx.Module):
+    """`K` disturbed plants (S1), (S2), a pytree whose arrays have a leading axis `K`:
+    `mass_scale (K, n)`, `inertia_scale (K, 3)` (per principal moment), `kicks (K, k, 3)`
+    (added to `Ω` at `kick_times`), `kick_times (K, k)`; static `sigma`, the size they were
+    drawn with."""
+
+    mass_scale: jax.Array
+    inertia_scale: jax.Array
+    kicks: jax.Array
+    kick_times: jax.Array
+    sigma: float = eqx.field(static=True)
+
+    @property
+    def count(self) -> int:
+        return self.mass_scale.shape[0]
+
+    def member(self, i: int) -> Scenarios:
+        """The `i`-th scenario, without the leading axis."""
+        return jax.tree_util.tree_map(lambda a: a[i], self)
+
+
+def _check_sigma(sigma) -> float:
+    value = real_number("sigma", sigma)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"sigma (the disturbance) must be a finite number ≥ 0, got {sigma!r}")
+    return value
+
+
+def draw_scenarios(key, count: int, sigma, n_masses: int, t_end: float, dtype=None) -> Scenarios:
+    """`count` scenarios (S1), (S2) of size `sigma` from the `jax.random` key (or integer
+    seed) `key`, for a ball with `n_masses` point masses on the horizon `t_end`; `dtype`: jax's
+    default float unless given. The same key gives the same scenarios."""
+    if not is_integer(count) or isinstance(count, bool):
+        raise TypeError(f"count (the number of scenarios) must be an integer, got {count!r}")
+    if count < 1:
+        raise ValueError(f"count (the number of scenarios) must be ≥ 1, got {count}")
+    sigma = _check_sigma(sigma)
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    if is_integer(key):
+        key = jax.random.key(int(key))
+    k_mass, k_inertia, k_kick = jax.random.split(key, 3)
+    n_kicks = len(KICK_FRACTIONS)
+    z_mass = jax.random.normal(k_mass, (count, n_masses), dtype)
+    z_inertia = jax.random.normal(k_inertia, (count, 3), dtype)
+    # a standard normal vector normalised is uniform on the sphere (rotation invariance)
+    g = jax.random.normal(k_kick, (count, n_kicks, 3), dtype)
+    directions = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
+    times = jnp.broadcast_to(jnp.asarray(KICK_FRACTIONS, dtype) * t_end, (count, n_kicks))
+    return Scenarios(1 + sigma * z_mass, 1 + sigma * z_inertia, sigma * directions, times, sigma)
+
+
+def plant(model, scenario: Scenarios):
+    """The model with one scenario's masses and inertia (S1): `mᵢ sᵢ`, and `𝕀 + V diag(λ
+    (s' − 1)) Vᵀ` (`𝕀 = V diag(λ) Vᵀ`, `eigh`): its principal moments scaled in its own
+    principal axes, the model itself when the scales are 1."""
+    lam, V = jnp.linalg.eigh(model.inertia)
+    dI = (V * (lam * (scenario.inertia_scale - 1))[None, :]) @ V.T
+    model = eqx.tree_at(lambda m: m.masses, model, model.masses * scenario.mass_scale)
+    return eqx.tree_at(lambda m: m.inertia, model, model.inertia + dI)
+
+
+def kick_steps(scenarios: Scenarios, dt: float):
+    """The kick times in steps of `dt`, `(K, k)` int32; `ValueError` unless each is a whole
+    number of steps (`runs.whole_steps`' rule)."""
+    for t in {float(t) for t in jnp.ravel(scenarios.kick_times)}:
+        try:
+            whole_steps(t, dt)
+        except ValueError:
+            raise ValueError(f"the kick time {t:g} is not a whole number of steps of {dt:g}")
+    return jnp.round(scenarios.kick_times / dt).astype(jnp.int32)
+
+
+def advance(integrator, model, state, dt, n_steps: int, *, t0=0.0, step0=0, kicks=None, at=None):
+    """`n_steps` steps of `dt` of one plant from `state` at `t0` (the model's control read at
+    `t0 + j·dt`), `step0` the first step's index on the plant's own clock; before step `j`
+    every kick `kicks[i] (3,)` with `at[i] == step0 + j` is added to `Ω` ((S2): the run is
+    piecewise between the kicks). Returns the final state and the centre `x` after every step
+    `(n_steps, 3)`. Plain `lax.scan` over the integrator's `step` at `t0 + j·dt`, as
+    `simulate` takes them (the plant is not differentiated)."""
+    t0 = jnp.asarray(t0, state.q.dtype)
+
+    def one(carry, j):
+        s, solver = carry
+        if kicks is not None:
+            hit = (at == step0 + j).astype(s.Omega.dtype)
+            s = s._replace(Omega=s.Omega + hit @ kicks)
+        t = t0 + j * dt
+        s, solver, _ = integrator.step(model, s, solver, t, jnp.asarray(dt, t.dtype))
+        return (s, solver), s.x
+
+    solver = integrator.init(model, state, t0, dt)
+    (state, _), xs = jax.lax.scan(one, (state, solver), jnp.arange(n_steps))
+    return state, xs
+
+
+def target_of(problem):
+    """The final-position target `x* (2,)` of a problem whose only constraint is a
+    `FinalPosition` and whose cost has no tracking term; `ValueError` otherwise."""
+    terms = problem.cost.terms if isinstance(problem.cost, WeightedSum) else (problem.cost,)
+    target = problem.target_point()
+    if (
+        target is None
+        or problem.target_path() is not None
+        or problem.inequalities
+        or len(problem.constraints) != 1
+        or not isinstance(problem.constraints[0], FinalPosition)
+        or any(isinstance(t, FinalPosition) for t in terms)
+    ):
+        raise ValueError(
+            f"problem {problem.name}: feedback needs a final-position constraint as the only "
+            "constraint (reach-point); tracking and obstacle problems are not supported yet"
+        )
+    return target
+
+
+class Replay(NamedTuple):
+    """`miss (K,)` `|x(T)[:2] − x*|`; `effort (K,)` (the control's, the same in every
+    scenario); `path (K, n_steps + 1, 3)` the centre `x` at every step."""
+
+    miss: jax.Array
+    effort: jax.Array
+    path: jax.Array
+
+
+@eqx.filter_jit
+def _replay_program(problem, coefficients, scenarios: Scenarios, steps):
+    model = problem.with_coefficients(coefficients)
+    target = target_of(problem)
+
+    def one(s: Scenarios, at):
+        final, xs = advance(
+            problem.integrator, plant(model, s), problem.state0, problem.dt,
+            problem.n_steps, kicks=s.kicks, at=at,
+        )  # fmt: skip
+        path = jnp.concatenate([problem.state0.x[None], xs])
+        return jnp.linalg.norm(final.x[:2] - target), path
+
+    with reported_in_outcome():
+        miss, path = jax.vmap(one)(scenarios, steps)
+    effort = problem.control.with_coefficients(coefficients).effort()
+    return Replay(miss, jnp.broadcast_to(effort, miss.shape), path)
+
+
+def replay(problem, coefficients, scenarios: Scenarios) -> Replay:
+    """The control with `coefficients` (e.g. the open-loop optimum) run unchanged on every
+    scenario (one program, `vmap` over them), the plant stepped by the problem's integrator
+    and step with the kicks between steps (`advance`)."""
+    steps = kick_steps(scenarios, problem.dt)
+    return call_filtered(_replay_program, problem, coefficients, scenarios, steps)

@@ -1,0 +1,253 @@
+"""Feedback control of the rolling ball: disturbed scenarios (`control.scenarios`: seeded,
+the stated distributions, σ = 0 the nominal model) and receding-horizon control
+(`control.mpc`: warm start against cold, σ = 0 reproducing the open loop, disturbed scenarios
+far better than the open loop). float64 (`conftest`). The MPC tests share one small problem
+(reach-point at dt = 0.25: 20 steps, re-plans every 1.0 = 4 steps) and `K = 4` scenarios, so
+that the re-plan, start and segment programs are built once for the module."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrigid import cli
+from jaxrigid.cli.control import NOT_CONVERGED
+from jaxrigid.control import get_problem, mpc
+from jaxrigid.control.scenarios import draw_scenarios, plant, replay
+
+SIGMA = 0.05
+K = 4
+H = 1.0  # re-plan interval of the MPC tests: 4 steps of 0.25, 5 plans
+
+
+# --- scenarios --------------------------------------------------------------------------
+
+
+def test_scenarios_reproducible_from_the_seed():
+    """The same seed draws the same scenarios, bit for bit; another seed others."""
+    a = draw_scenarios(3, 8, 0.1, 2, 5.0)
+    b = draw_scenarios(3, 8, 0.1, 2, 5.0)
+    c = draw_scenarios(4, 8, 0.1, 2, 5.0)
+    for name in ("mass_scale", "inertia_scale", "kicks", "kick_times"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    for name in ("mass_scale", "inertia_scale", "kicks"):  # the kick times are the same
+        assert not np.any(np.asarray(getattr(a, name)) == np.asarray(getattr(c, name)))
+    assert a.count == 8 and a.mass_scale.shape == (8, 2) and a.kicks.shape == (8, 2, 3)
+
+
+def test_scenario_distributions():
+    """(S1): `(scale − 1)/σ` are N(0, 1): over 4·10⁴ draws their mean is within 5 standard
+    errors (`1/√N`) of 0 and their standard deviation within 5 of 1 (`1/√(2N)`); (S2): every
+    kick has norm σ to float64 rounding, at T/4 and T/2, and the directions are isotropic:
+    their mean within 5 standard errors (`√(1/3N)`) of 0 and `E[eeᵀ]` within 5 (`√(4/45N)`,
+    the variance of `eᵢ²` on the sphere being `1/5 − 1/9`) of `I/3`. Five standard errors:
+    a correct generator fails with probability below 10⁻⁵ per statistic (seeded, so never)."""
+    sigma, n = 0.1, 20_000
+    s = draw_scenarios(0, n, sigma, 2, 5.0)
+    for scales in (s.mass_scale, s.inertia_scale):
+        z = np.ravel((np.asarray(scales) - 1) / sigma)
+        assert abs(z.mean()) < 5 / np.sqrt(z.size)
+        assert abs(z.std() - 1) < 5 / np.sqrt(2 * z.size)
+    kicks = np.asarray(s.kicks).reshape(-1, 3)
+    np.testing.assert_allclose(np.linalg.norm(kicks, axis=-1), sigma, rtol=1e-14)
+    np.testing.assert_array_equal(s.kick_times, np.broadcast_to([1.25, 2.5], (n, 2)))
+    e = kicks / sigma
+    N = e.shape[0]
+    assert np.all(np.abs(e.mean(axis=0)) < 5 * np.sqrt(1 / (3 * N)))
+    second = e.T @ e / N
+    assert np.all(np.abs(second - np.eye(3) / 3) < 5 * np.sqrt(4 / (45 * N)))
+
+
+def test_sigma_zero_is_the_nominal_model():
+    """σ = 0: the plant is the model bit for bit (scales exactly 1, the inertia's update
+    exactly 0), the kicks are zero."""
+    model = get_problem("reach-point").model
+    s = draw_scenarios(1, 3, 0.0, 2, 5.0)
+    np.testing.assert_array_equal(s.kicks, 0.0)
+    for i in range(3):
+        p = plant(model, s.member(i))
+        np.testing.assert_array_equal(p.masses, model.masses)
+        np.testing.assert_array_equal(p.inertia, model.inertia)
+
+
+def test_plant_scales_the_principal_moments():
+    """The plant's inertia has the model's principal axes and moments `λⱼ s'ⱼ`, to
+    rounding, also for an inertia that is not diagonal in the body axes."""
+    model = get_problem("reach-point").model
+    R = jnp.asarray(np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0])
+    model = eqx.tree_at(lambda m: m.inertia, model, R @ model.inertia @ R.T)
+    s = draw_scenarios(2, 1, 0.2, 2, 5.0).member(0)
+    p = plant(model, s)
+    lam, V = np.linalg.eigh(np.asarray(model.inertia))
+    np.testing.assert_allclose(V.T @ np.asarray(p.inertia) @ V, np.diag(lam * s.inertia_scale),
+                               atol=1e-14)  # fmt: skip
+    np.testing.assert_allclose(p.masses, model.masses * s.mass_scale, rtol=1e-15)
+
+
+# --- MPC ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """The small problem and its open-loop optimum, computed by the re-plan program itself
+    from a cold start at t = 0 (`remaining` = the whole horizon), 12 calls of 2 × 20
+    iterations (the effort then changes by less than 1e-4 relative per call)."""
+    problem = get_problem("reach-point", dt=0.25, n_basis=mpc.basis_size(5.0, H, 8))
+    plans = mpc._batched(problem.control, K)
+    states = mpc._batched(problem.state0, K)
+    zero = jnp.zeros((2,))
+    mult = mpc._batched(mpc.Multipliers(zero, jnp.zeros((0,)), jnp.asarray(10.0)), K)
+    for _ in range(12):
+        plans, mult, effort, miss = mpc.replan(problem, plans, states, mult, problem.n_steps)
+    p = plans.coefficients[0]
+    return problem, p, jax.tree_util.tree_map(lambda a: a[0], mult), float(effort[0])
+
+
+def test_replay_with_sigma_zero_is_the_nominal_simulation(setup):
+    """σ = 0: the replayed open loop's miss is the nominal `simulate` run's to 1e-12 (the
+    same steps in another program: XLA may round differently) and its effort the control's."""
+    problem, p, _, effort = setup
+    result = replay(problem, p, draw_scenarios(0, K, 0.0, 2, problem.t_end))
+    nominal = float(problem.miss(problem.trajectory(p)))
+    np.testing.assert_allclose(result.miss, nominal, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(result.effort, effort, rtol=1e-12)
+    assert nominal < problem.tolerance  # the open loop is a solution of the model
+
+
+def test_warm_start_needs_fewer_iterations_than_cold(setup):
+    """At the first re-plan of disturbed plants, the measure is the number of re-plan calls
+    (40 L-BFGS iterations each) until the model's miss is within the tolerance (1e-3): one
+    from the warm start (the shifted open loop with its λ, ρ), more from the cold one (zero
+    coefficients, λ = 0, ρ = ρ₀) in every scenario; and the warm plan's effort is then within
+    20 % of the least either run reaches in 5 calls (the fixture's open loop is not fully
+    converged, so its tail is a feasible but costlier plan than the re-plan's optimum: 16 %
+    measured)."""
+    problem, p, mult, _ = setup
+    scenarios = draw_scenarios(0, K, SIGMA, 2, problem.t_end)
+    m = mpc.replan_steps(problem, H)
+    plans0 = mpc._batched(problem.control.with_coefficients(p), K)
+    states = mpc._batched(problem.state0, K)
+    at = mpc.kick_steps(scenarios, problem.dt)
+    states, _, _ = mpc._segment_program(
+        problem, plans0, states, scenarios, at, jnp.asarray(0, jnp.int32), m
+    )
+    history = {}
+    for warm in (True, False):
+        plans = mpc._start_program(plans0, states, H, warm)
+        mu = mpc.restart(mpc._batched(mult, K), warm)
+        rows = []
+        for _ in range(5):
+            plans, mu, effort, miss = mpc.replan(problem, plans, states, mu, problem.n_steps - m)
+            rows.append((np.asarray(effort), np.asarray(miss)))
+        history[warm] = rows
+    best = np.minimum(*(np.min([e for e, _ in history[w]], axis=0) for w in (True, False)))
+
+    def calls(rows):
+        done = [c <= problem.tolerance for _, c in rows]
+        return np.array([next((i + 1 for i, d in enumerate(done) if d[j]), 99) for j in range(K)])
+
+    warm, cold = calls(history[True]), calls(history[False])
+    assert np.all(warm == 1) and np.all(cold > 1), (warm, cold)
+    assert np.all(history[True][0][0] <= 1.2 * best)
+
+
+@pytest.fixture(scope="module")
+def runs(setup):
+    problem, p, mult, _ = setup
+    out = {}
+    for sigma in (0.0, SIGMA):
+        scenarios = draw_scenarios(0, K, sigma, 2, problem.t_end)
+        out[sigma] = (replay(problem, p, scenarios), mpc.run_mpc(problem, p, mult, scenarios, H))
+    return out
+
+
+def test_mpc_without_disturbance_reproduces_the_open_loop(setup, runs):
+    """σ = 0: every re-plan starts at the open-loop optimum's tail (exact warm start) with
+    its λ; the plant is the model, so MPC ends within the tolerance (1e-3) like the open loop
+    and its effort within 2 % of it (a re-plan may lower it: its plan may jump in θ̈ at the
+    re-plan time, which the open-loop spline cannot, and it iterates further; measured
+    −1.6 % here, −0.014 % at the default dt = 0.05)."""
+    problem, _, _, effort = setup
+    opened, closed = runs[0.0]
+    assert np.all(np.asarray(closed.miss) <= problem.tolerance)
+    np.testing.assert_allclose(closed.effort, effort, rtol=0.02)
+    assert np.all(np.asarray(closed.effort) <= effort * (1 + 1e-6))  # never worse
+
+
+def test_mpc_beats_the_open_loop_on_disturbed_scenarios(runs):
+    """σ = 0.05: MPC's median miss is at most 0.2× the open loop's (the issue's criterion;
+    measured 0.17 at this coarse step with 4 re-plans) and its worst miss below the open
+    loop's median (a scenario whose open loop already lands within 5e-3 gains nothing: the
+    model's mismatch over the last re-plan interval leaves MPC a miss of that order)."""
+    opened, closed = runs[SIGMA]
+    ol, cl = np.asarray(opened.miss), np.asarray(closed.miss)
+    assert np.median(cl) <= 0.2 * np.median(ol), (cl, ol)
+    assert np.max(cl) < np.median(ol), (cl, ol)
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def _control(args):
+    """`main(["control", *args])`: (exit status, stdout, stderr)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = cli.main(["control", *args])
+    return rc, stdout.getvalue(), stderr.getvalue()
+
+
+def test_command_json(tmp_path):
+    """`--feedback mpc --json`: one object with the fields of the closed loop against the
+    open loop on the same scenarios, the medians and 90th percentile those of the misses and
+    efforts written to the npz. The MPC programs are the module's (same problem, K, budget);
+    the open loop gets 40 iterations only, so its target may be missed (exit status 3)."""
+    args = ["reach-point", "--feedback", "mpc", "--scenarios", str(K), "--disturbance",
+            str(SIGMA), "--dt", "0.25", "--replan-every", str(H), "--iterations", "40",
+            "--seed", "0", "--out", str(tmp_path), "--json"]  # fmt: skip
+    rc, stdout, stderr = _control(args)
+    assert rc in (0, NOT_CONVERGED), stderr
+    report = json.loads(stdout)
+    keys = {"feedback", "scenarios", "disturbance", "closed_loop_miss", "closed_loop_miss_p90",
+            "open_loop_miss", "closed_loop_effort", "open_loop_effort", "seconds"}  # fmt: skip
+    assert keys <= set(report)
+    assert (report["feedback"], report["scenarios"], report["disturbance"]) == ("mpc", K, SIGMA)
+    assert report["replans"] == 4 and report["open_loop_converged"] == (rc == 0)
+    arrays = np.load(tmp_path / "reach-point-mpc.npz")
+    cl, ol = arrays["closed_loop_miss"], arrays["open_loop_miss"]
+    assert cl.shape == ol.shape == (K,)
+    assert report["closed_loop_miss"] == pytest.approx(np.median(cl), rel=1e-12)
+    assert report["closed_loop_miss_p90"] == pytest.approx(np.percentile(cl, 90), rel=1e-12)
+    assert report["open_loop_miss"] == pytest.approx(np.median(ol), rel=1e-12)
+    assert report["closed_loop_effort"] == pytest.approx(
+        np.median(arrays["closed_loop_effort"]), rel=1e-12
+    )
+    assert arrays["closed_loop_x"].shape == arrays["open_loop_x"].shape == (K, 21, 3)
+    assert (tmp_path / "reach-point-mpc.png").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--feedback", "policy"], "--feedback policy is not available yet"),
+        (["--scenarios", "4"], "--scenarios need --feedback mpc"),
+        (["--feedback", "mpc", "--scenarios", "0"], "--scenarios must be a positive integer"),
+        (["--feedback", "mpc", "--disturbance", "-1"], "--disturbance must be a finite number"),
+        (["--feedback", "mpc", "--replan-every", "0.3"], "does not divide T = 5"),
+        (["follow-circle", "--feedback", "mpc"], "feedback needs a final-position constraint"),
+    ],
+)
+def test_command_bad_input(args, message, tmp_path):
+    """Feedback's bad input: exit status 2 and one line saying what is wrong, before any
+    program is built."""
+    if args[0] != "follow-circle":
+        args = ["reach-point", *args]
+    rc, _, stderr = _control([*args, "--out", str(tmp_path)])
+    assert rc == 2
+    assert message in stderr
