@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import RunError, UsageError, warn
-from .output import _jsonable, make_out_dir
+from .output import jsonable, make_out_dir
 
 FEEDBACK = ("none", "mpc", "policy")
 DEFAULT_SCENARIOS = 16
@@ -180,7 +180,7 @@ def cmd_feedback(args) -> int:
     converged = bool(res.converged)
     cl_miss, cl_p90 = _summary(closed.miss)
     ol_miss, ol_p90 = _summary(opened.miss)
-    report = _jsonable(
+    report = jsonable(
         {
             "problem": name,
             "mode": mode,
