@@ -111,10 +111,15 @@ TEMPORARY = re.compile(
     rf"(?:{re.escape(tempfile.gettempdir())}|/tmp|/var/folders)/[\w.-]+(?:/[\w.-]+)*"
 )
 # A cell tagged `roundoff` prints quantities that are themselves rounding errors (the drift of
-# an invariant, a defect of a constraint): their value is the sum of rounding errors of one
-# particular program, and what the notebook says of them is their order of magnitude. Their
-# numbers must agree within this factor (and in sign).
+# an invariant, a defect of a constraint): such a value is the sum of rounding errors of one
+# particular program, and what the notebook says of it is its order of magnitude. In such a cell
+# two numbers both below `ROUNDOFF_SMALL` in magnitude agree within `ROUNDOFF_FACTOR`, or when
+# both are below `ROUNDOFF_FLOOR`: 4500 float64 ε, under which the notebooks' runs (≤ 10⁵ steps)
+# call a quantity "at round-off", and where a rounding error may cancel exactly (print 0) in one
+# program and not in another. Larger numbers in the cell are compared as everywhere else.
+ROUNDOFF_SMALL = 1e-9
 ROUNDOFF_FACTOR = 10.0
+ROUNDOFF_FLOOR = 1e-12
 
 
 def _unit(token: str) -> float:
@@ -126,14 +131,15 @@ def _unit(token: str) -> float:
 
 def numbers_agree(saved: str, fresh: str, roundoff: bool) -> bool:
     """Whether two printed numbers agree: within `RTOL` plus one unit in the last printed place
-    (a value near a rounding boundary prints either way), or within `ROUNDOFF_FACTOR`."""
+    (a value near a rounding boundary prints either way), or as rounding errors (`roundoff`)."""
     a, b = float(saved), float(fresh)
-    slack = max(_unit(saved), _unit(fresh))
+    slack = min(_unit(saved), _unit(fresh))  # "0.0e+00" has the unit 0.1, "2.2e-16" 1e-17
     if abs(a - b) <= RTOL * max(abs(a), abs(b)) + slack:
         return True
-    if not roundoff or a * b <= 0:
+    small, large = sorted((abs(a), abs(b)))
+    if not roundoff or large >= ROUNDOFF_SMALL:
         return False
-    return max(abs(a), abs(b)) <= ROUNDOFF_FACTOR * min(abs(a), abs(b))
+    return large <= ROUNDOFF_FLOOR or (a * b > 0 and large <= ROUNDOFF_FACTOR * small)
 
 
 def _words(text: str) -> str:

@@ -6,6 +6,7 @@ without executing anything."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from notebook_runner import (
@@ -42,6 +43,18 @@ def test_notebook_is_saved_executed(path):
             assert "figure" in output_kinds(cell), (
                 f"{path.name}: no figure saved for\n{cell.source}"
             )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_names_no_path_outside_the_repository(path):
+    """A reader has the repository, not the machine it was written on: papers are cited by
+    author and title, files by their path in the repository."""
+    nb = nbformat.read(path, as_version=4)
+    texts = [c.source for c in nb.cells] + [
+        o.get("text", "") for c in nb.cells for o in c.get("outputs", [])
+    ]
+    outside = [t[:80] for t in texts if re.search(r"/work/|\.\./shared|/shared/papers", t)]
+    assert not outside, outside
 
 
 def _with_text(nb):
@@ -96,7 +109,10 @@ def test_numbers_agree():
     assert not numbers_agree("3.1e-14", "6.2e-14", roundoff=False)
     assert numbers_agree("3.1e-14", "6.2e-14", roundoff=True)
     assert not numbers_agree("3.1e-14", "6.2e-12", roundoff=True)
-    assert not numbers_agree("3.1e-14", "-3.1e-14", roundoff=True)
+    assert not numbers_agree("3.1e-11", "-3.1e-11", roundoff=True)
+    assert numbers_agree("0.0e+00", "2.2e-16", roundoff=True)  # both under the floor
+    assert not numbers_agree("0.0e+00", "2.2e-16", roundoff=False)
+    assert not numbers_agree("1.15e-02", "1.17e-02", roundoff=True)  # not a rounding error
 
 
 @pytest.mark.parametrize("path", OTHERS, ids=[p.name for p in OTHERS])
