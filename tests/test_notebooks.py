@@ -32,17 +32,13 @@ def test_notebooks_found():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_is_saved_executed(path):
-    """Saved with its outputs: every code cell executed, in order, none raised, and every
-    cell that shows a figure has it."""
+    """Saved with its outputs: every code cell executed, in order, none raised (that each
+    figure is there, test_docs.py checks)."""
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), path.name
     for cell in code:
         assert "error" not in output_kinds(cell), cell.source[:80]
-        if "plt.show()" in cell.source:
-            assert "figure" in output_kinds(cell), (
-                f"{path.name}: no figure saved for\n{cell.source}"
-            )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
