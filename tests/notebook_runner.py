@@ -120,6 +120,13 @@ TEMPORARY = re.compile(
 ROUNDOFF_SMALL = 1e-9
 ROUNDOFF_FACTOR = 10.0
 ROUNDOFF_FLOOR = 1e-12
+# A cell tagged `chaotic` prints extremes of a long run in a chaotic regime (Krysl's body in the
+# Coulomb potential, 4·10⁴ steps that turn it by over 30° each): rounding differences grow
+# along the run, and under the fast build the largest energy error of one method moved from
+# 3.3e-2 to 4.1e-2. What the notebook says of them is their size and ranking, which its words
+# (the methods' names, "reproduced") carry and which must not change; the numbers must agree
+# within this factor (and in sign).
+CHAOTIC_FACTOR = 2.0
 
 
 def _unit(token: str) -> float:
@@ -129,14 +136,17 @@ def _unit(token: str) -> float:
     return 10.0 ** (int(exponent or 0) - decimals)
 
 
-def numbers_agree(saved: str, fresh: str, roundoff: bool) -> bool:
+def numbers_agree(saved: str, fresh: str, roundoff: bool, chaotic: bool = False) -> bool:
     """Whether two printed numbers agree: within `RTOL` plus one unit in the last printed place
-    (a value near a rounding boundary prints either way), or as rounding errors (`roundoff`)."""
+    (a value near a rounding boundary prints either way), or as rounding errors (`roundoff`),
+    or as a chaotic run's (`chaotic`)."""
     a, b = float(saved), float(fresh)
     slack = min(_unit(saved), _unit(fresh))  # "0.0e+00" has the unit 0.1, "2.2e-16" 1e-17
     if abs(a - b) <= RTOL * max(abs(a), abs(b)) + slack:
         return True
     small, large = sorted((abs(a), abs(b)))
+    if chaotic and a * b > 0 and large <= CHAOTIC_FACTOR * small:
+        return True
     if not roundoff or large >= ROUNDOFF_SMALL:
         return False
     return large <= ROUNDOFF_FLOOR or (a * b > 0 and large <= ROUNDOFF_FACTOR * small)
@@ -148,7 +158,7 @@ def _words(text: str) -> str:
     return re.sub(r"[ \t]+", " ", NUMBER.sub("#", text))
 
 
-def _text_mismatch(saved: str, fresh: str, roundoff: bool) -> str | None:
+def _text_mismatch(saved: str, fresh: str, roundoff: bool, chaotic: bool) -> str | None:
     """Why two text outputs differ (their words, their count of numbers, or a number), or None."""
     if _words(saved) != _words(fresh):
         for old, new in zip(saved.splitlines(), fresh.splitlines()):
@@ -156,7 +166,7 @@ def _text_mismatch(saved: str, fresh: str, roundoff: bool) -> str | None:
                 return f"the text differs:\n  saved: {old}\n  fresh: {new}"
         return f"the text differs in its lines:\n  saved: {saved!r}\n  fresh: {fresh!r}"
     for old, new in zip(NUMBER.findall(saved), NUMBER.findall(fresh)):
-        if not numbers_agree(old, new, roundoff):
+        if not numbers_agree(old, new, roundoff, chaotic):
             line = next(x for x in saved.splitlines() if old in x)
             return f"{old} (saved) against {new} (fresh), in: {line.strip()}"
     return None
@@ -203,10 +213,10 @@ def assert_outputs_match(saved, fresh) -> None:
         if output_kinds(old) != output_kinds(new):
             problems.append(f"{where}: outputs {output_kinds(old)} saved, {output_kinds(new)} now")
             continue
-        roundoff = "roundoff" in old.metadata.get("tags", [])
+        tags = old.metadata.get("tags", [])
         for a, b in zip(old.outputs, new.outputs):
             for x, y in zip(_texts(a), _texts(b)):
-                why = _text_mismatch(x, y, roundoff)
+                why = _text_mismatch(x, y, "roundoff" in tags, "chaotic" in tags)
                 if why:
                     problems.append(f"{where}: {why}")
     assert not problems, "\n".join(problems)

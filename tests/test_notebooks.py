@@ -109,6 +109,9 @@ def test_numbers_agree():
     assert numbers_agree("0.0e+00", "2.2e-16", roundoff=True)  # both under the floor
     assert not numbers_agree("0.0e+00", "2.2e-16", roundoff=False)
     assert not numbers_agree("1.15e-02", "1.17e-02", roundoff=True)  # not a rounding error
+    assert numbers_agree("3.303e-02", "4.138e-02", roundoff=False, chaotic=True)
+    assert not numbers_agree("3.303e-02", "7.0e-02", roundoff=False, chaotic=True)
+    assert not numbers_agree("3.303e-02", "-3.303e-02", roundoff=False, chaotic=True)
 
 
 @pytest.mark.parametrize("path", OTHERS, ids=[p.name for p in OTHERS])
