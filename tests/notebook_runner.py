@@ -14,7 +14,12 @@ builds its programs with the suite's XLA settings (`xla_settings`), except the n
 
 The notebooks are saved with their outputs (the documentation site shows them as saved), made
 with XLA's defaults as a reader runs them: `python tests/notebook_runner.py notebooks/NAME.ipynb`
-executes and saves one. `assert_outputs_match` compares the saved outputs with a fresh run's.
+executes and saves one. `assert_outputs_match` compares the saved outputs with a fresh run's:
+the same kinds of outputs per cell, every figure (not its pixels), and the texts with their
+numbers to `RTOL`; a cell tagged `roundoff` or `chaotic` (its metadata's tags) compares its
+numbers more loosely, for the reasons given at `ROUNDOFF_FACTOR` and `CHAOTIC_FACTOR`. A
+notebook must not print timings (they would differ at every run); a progress bar's clock and a
+temporary directory's name are left out of the comparison.
 """
 
 from __future__ import annotations
