@@ -31,8 +31,8 @@ DEFAULTS_ENV = "JAXRIGID_TEST_XLA_DEFAULTS"
 # control notebook's optimisers (L-BFGS line searches, multiplier and penalty updates) amplify
 # rounding: under the fast build one start changed feasibility and the avoid-obstacles effort
 # moved by 1.2 %, so its saved outputs (XLA's defaults) are compared with a run built alike,
-# at a price: a cold run took 209 s of CPU with the defaults against 117 s with the fast build
-# (2026-11-30, shared cores; bench/README.md, "The notebooks").
+# at a price: cold, back to back, 241 s wall (180 s CPU) with the defaults against 97 s (99 s)
+# with the fast build (2026-11-30; bench/README.md, "The notebooks").
 DEFAULTS_NOTEBOOKS = {"rigid_body_chain.ipynb", "rolling_ball_control.ipynb"}
 
 
