@@ -17,7 +17,8 @@ with XLA's defaults as a reader runs them: `python tests/notebook_runner.py note
 executes and saves one. `assert_outputs_match` compares the saved outputs with a fresh run's:
 the same kinds of outputs per cell, every figure (not its pixels), and the texts with their
 numbers to `RTOL`; a cell tagged `roundoff` or `chaotic` (its metadata's tags) compares its
-numbers more loosely, for the reasons given at `ROUNDOFF_FACTOR` and `CHAOTIC_FACTOR`. A
+numbers more loosely, for the reasons given at `ROUNDOFF_FACTOR` and `CHAOTIC_FACTOR`, and
+one tagged `optimised` only its outputs' kinds, figures and lines (at `optimised`). A
 notebook must not print timings (they would differ at every run); a progress bar's clock and a
 temporary directory's name are left out of the comparison.
 """
@@ -132,6 +133,12 @@ ROUNDOFF_FLOOR = 1e-12
 # (the methods' names, "reproduced") carry and which must not change; the numbers must agree
 # within this factor (and in sign).
 CHAOTIC_FACTOR = 2.0
+# A cell tagged `optimised` prints what an optimiser reached (the control notebook's efforts,
+# misses, feasible starts, and what follows from the optimum): the optimiser's path depends on
+# rounding — between XLA's two builds the avoid-obstacles effort moved from 4.974 to 4.914 and
+# one of six starts changed feasibility — so no tolerance on its numbers or words would hold
+# across machines. Such a cell is compared by its outputs' kinds and figures and its count of
+# text lines; what the optimum must satisfy is asserted by tests/test_control_*.py.
 
 
 def _unit(token: str) -> float:
@@ -220,6 +227,14 @@ def assert_outputs_match(saved, fresh) -> None:
             continue
         tags = old.metadata.get("tags", [])
         for a, b in zip(old.outputs, new.outputs):
+            if "optimised" in tags:
+                lines = (
+                    [len(x.splitlines()) for x in _texts(a)],
+                    [len(y.splitlines()) for y in _texts(b)],
+                )
+                if lines[0] != lines[1]:
+                    problems.append(f"{where}: {lines[0]} text lines saved, {lines[1]} now")
+                continue
             for x, y in zip(_texts(a), _texts(b)):
                 why = _text_mismatch(x, y, "roundoff" in tags, "chaotic" in tags)
                 if why:

@@ -98,6 +98,20 @@ def test_changed_words_and_missing_figures_are_caught(saved):
         assert_outputs_match(saved, fresh)
 
 
+def test_an_optimised_cell_is_compared_by_its_lines(saved):
+    """A cell tagged `optimised` (the optimiser's results depend on rounding) passes with other
+    numbers and words, and fails with another count of text lines."""
+    saved, fresh = copy.deepcopy(saved), copy.deepcopy(saved)
+    cell, output = _with_text(fresh)
+    old_cell = next(c for c in saved.cells if c.source == cell.source)
+    old_cell.metadata["tags"] = [*old_cell.metadata.get("tags", []), "optimised"]
+    output["text"] = NUMBER.sub("7.5", output["text"]).replace("e", "E")
+    assert_outputs_match(saved, fresh)
+    output["text"] += "one more line\n"
+    with pytest.raises(AssertionError, match="text lines saved"):
+        assert_outputs_match(saved, fresh)
+
+
 def test_numbers_agree():
     assert numbers_agree("0.238117", "0.238117", roundoff=False)
     assert numbers_agree("1.234", "1.235", roundoff=False)  # a rounding boundary: one unit
