@@ -1,9 +1,12 @@
 """The documentation site's structure, read from its files (no mkdocs, no jax program): every
 public name has its API entry, the nav and docs/ agree, the changelog page includes
-CHANGELOG.md. The site itself is built in strict mode by `.ci/run` (`mkdocs build --strict`),
-which fails on a broken link, a broken anchor or an entry griffe cannot find."""
+CHANGELOG.md, every notebook is a page with its saved figures. The site itself is built in
+strict mode by `.ci/run` (`mkdocs build --strict`), which fails on a broken link, a broken
+anchor or an entry griffe cannot find."""
 
 import ast
+import base64
+import json
 import re
 from pathlib import Path
 
@@ -121,3 +124,53 @@ def test_images_are_small():
         and p.stat().st_size > 300_000
     ]
     assert not large, f"images over 300 kB in docs/assets: {large}"
+
+
+def notebook_figures(path: Path) -> list[list[int]]:
+    """The sizes in bytes of the PNG figures each code cell of a saved notebook shows."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [
+        [
+            len(base64.b64decode("".join(out["data"]["image/png"])))
+            for out in cell.get("outputs", [])
+            if "image/png" in out.get("data", {})
+        ]
+        for cell in cells
+        if cell["cell_type"] == "code"
+    ]
+
+
+def draws(source: str) -> bool:
+    """Whether a code cell shows a figure when run: it calls `plt.show()` somewhere and runs
+    something at its top level (a cell of definitions only draws nothing)."""
+    if "plt.show()" not in source:
+        return False
+    top = [n for n in ast.parse(source).body if not isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    return any(isinstance(node, ast.Call) for stmt in top for node in ast.walk(stmt))
+
+
+def test_every_notebook_is_a_page():
+    """Each notebook of notebooks/ is in the site: docs/notebooks/ links to it (one file, not a
+    copy that could go stale) and the nav lists it."""
+    notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    pages = sorted(p.removeprefix("notebooks/") for p in nav_pages() if p.endswith(".ipynb"))
+    assert pages == notebooks
+    for name in notebooks:
+        page = DOCS / "notebooks" / name
+        assert page.is_symlink() and page.resolve() == (ROOT / "notebooks" / name).resolve(), name
+
+
+def test_every_notebook_page_has_its_figures():
+    """The site shows the notebooks as saved (mkdocs-jupyter, `execute: false`): every cell that
+    draws a figure (`draws`) must be saved with it, and each image small."""
+    for page in nav_pages():
+        if not page.endswith(".ipynb"):
+            continue
+        path = DOCS / page
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        figures = notebook_figures(path)
+        missing = [s[:60] for s, f in zip(sources, figures) if draws(s) and not f]
+        assert not missing, f"{page}: cells saved without their figures: {missing}"
+        large = [size for sizes in figures for size in sizes if size > 300_000]
+        assert not large, f"{page}: figures over 300 kB: {large}"

@@ -1,5 +1,6 @@
-"""Execute the rolling ball's notebooks (`rolling_ball*.ipynb`) and fail on any cell error: a
-file of their own so that the suite's workers share the notebooks (`notebook_runner`)."""
+"""Execute the rolling ball's notebooks (`rolling_ball*.ipynb`) and fail on any cell error or on
+saved outputs that are not what the fresh execution gives: a file of their own so that the
+suite's workers share the notebooks (`notebook_runner`)."""
 
 from __future__ import annotations
 
