@@ -1,14 +1,15 @@
-// MathJax for pymdownx.arithmatex (generic mode): \( … \) inline, \[ … \] display.
+// MathJax for pymdownx.arithmatex (generic mode): \( … \) inline, \[ … \] display; and for
+// the notebooks' markdown cells (mkdocs-jupyter), which write $ … $ and $$ … $$.
 window.MathJax = {
   tex: {
-    inlineMath: [["\\(", "\\)"]],
-    displayMath: [["\\[", "\\]"]],
+    inlineMath: [["\\(", "\\)"], ["$", "$"]],
+    displayMath: [["\\[", "\\]"], ["$$", "$$"]],
     processEscapes: true,
     processEnvironments: true,
   },
   options: {
     ignoreHtmlClass: ".*|",
-    processHtmlClass: "arithmatex",
+    processHtmlClass: "arithmatex|jp-RenderedMarkdown",
   },
 };
 
