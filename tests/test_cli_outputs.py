@@ -195,3 +195,18 @@ def test_a_driven_ball_reports_its_energy_as_an_observable(tmp_path):
     assert comments[1].endswith(": height_error, quaternion_norm_error")
     assert comments[2].endswith(": energy, actuator_work")
     assert (tmp_path / "rolling-ball-pendulum.png").stat().st_size > 0
+
+
+def test_the_phases_after_the_run_are_reported_off_a_terminal(tmp_path):
+    """Off a terminal (a log, a pipe), what follows the run — evaluating the invariants and
+    observables, writing the files — is a line when it starts and one with its time when it
+    ends, so a log shows what a silent stretch was spent on; stdout keeps the JSON alone."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        assert cli.main(["run", *TF_ARGS, "--json", "--out", str(tmp_path)]) == 0
+    json.loads(stdout.getvalue())
+    lines = stderr.getvalue().splitlines()
+    for desc in ("invariants and observables along the run", f"writing {tmp_path}"):
+        assert f"{desc} ..." in lines
+        (done,) = [line for line in lines if line.startswith(f"{desc}: ")]
+        assert done.endswith(" s") and float(done.split(": ")[-1][:-2]) >= 0

@@ -20,11 +20,11 @@ _COMPILE_EVENTS = frozenset(
 
 class Progress:
     """The run's progress bar on stderr, in steps (`jaxrigid.progress.progress_bar`: redrawn
-    on a terminal, else a line every few seconds and the final one); shown only when the run
-    has more than one chunk (`enabled`). On a terminal it says `building ...` from the start
-    until the first chunk is done (that chunk's time includes building its program); off a
-    terminal its first line comes with the first chunk, so that input refused before the run
-    leaves the one error line alone."""
+    on a terminal, else a line every few seconds and the final one); shown when `enabled`
+    (the command: a run of several chunks, or of one on a terminal). On a terminal it says
+    `building ...` from the start until the first chunk is done (that chunk's time includes
+    building its program); off a terminal its first line comes with the first chunk, so that
+    input refused before the run leaves the one error line alone."""
 
     def __init__(self, total: int, enabled: bool, desc: str | None = None):
         self.total, self.enabled, self.desc = total, enabled, desc

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import runs
+from ..progress import phase
 from ..runs.planning import plan_chunks, saves_for
 from . import output
 from .chunks import CompileClock, Progress
@@ -168,30 +170,36 @@ def cmd_run(args) -> int:
     output.make_out_dir(spec.out)
     model, state0 = _initial(spec)
     chunks = plan_chunks(spec.n_steps, saves_for(spec.ensemble))
-    progress = Progress(spec.n_steps, enabled=len(chunks) > 1)
+    # a run of one chunk shows its bar only on a terminal (off one, its first line would come
+    # with the end); the phases after it are reported everywhere (`phase`)
+    progress = Progress(spec.n_steps, enabled=len(chunks) > 1 or sys.stderr.isatty())
     from ..program_store import stored_programs
 
     case = spec.case
     pointwise = None if case.pointwise is None else case.pointwise(model, spec.params)
     with stored_programs(program_key(spec)):
         traj = _integrate(spec, model, state0, chunks, progress)
-        values, power, case_values = output.evaluate_along(model, traj.ts, traj.states, pointwise)
-    conserved, varying = output.split_invariants(model, values)
-    varying.update(output.work_along(traj.ts, power))
-    observables = case.observe(model, traj.ts, traj.states, spec.params, case_values)
-    if traj.observations is not None:
-        observables = {
-            **observables,
-            **spec.case.observation_observables(traj.observations, spec.params),
-        }
-    refine = getattr(spec.case, "refinement_observables", None)  # e.g. Q_II (director cases)
-    if refine is not None:
-        extra = refine(spec.integrator, model, state0, spec.dt, spec.n_steps, spec.params)
-        observables = {**observables, **extra}
+        with phase("invariants and observables along the run"):
+            values, power, case_values = output.evaluate_along(
+                model, traj.ts, traj.states, pointwise
+            )
+            conserved, varying = output.split_invariants(model, values)
+            varying.update(output.work_along(traj.ts, power))
+            observables = case.observe(model, traj.ts, traj.states, spec.params, case_values)
+            if traj.observations is not None:
+                observables = {
+                    **observables,
+                    **spec.case.observation_observables(traj.observations, spec.params),
+                }
+            refine = getattr(spec.case, "refinement_observables", None)  # e.g. Q_II
+            if refine is not None:
+                extra = refine(spec.integrator, model, state0, spec.dt, spec.n_steps, spec.params)
+                observables = {**observables, **extra}
     report = output.report(spec, traj, conserved, varying, observables)
     meta = output.metadata(spec, traj, chunks, conserved, varying)
     try:
-        paths = output.write_outputs(spec, traj, conserved, varying, meta)
+        with phase(f"writing {spec.out}"):
+            paths = output.write_outputs(spec, traj, conserved, varying, meta)
     except OSError as err:
         raise RunError(f"cannot write into {str(spec.out)!r}: {err}") from None
     output.warn_failures(spec, traj)
