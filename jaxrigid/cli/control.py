@@ -50,8 +50,8 @@ from .._suggest import did_you_mean
 from ..progress import OptimiserProgress, phase
 from .control_feedback import add_feedback_arguments, cmd_feedback, wants_feedback
 from .control_plot import plot_control
-from .errors import RunError, UsageError, warn
-from .output import jsonable, make_out_dir
+from .errors import RunError, UsageError
+from .output import jsonable, make_out_dir, save_with_plot
 
 CASE = "rolling-ball-two-circles"  # the ball every problem uses (its integrators apply)
 REFINE = 4  # the re-simulation's step is dt / REFINE
@@ -282,16 +282,13 @@ def cmd_control(args) -> int:
         arrays["target"] = np.asarray(jax.vmap(path)(jnp.asarray(t)))
     else:
         arrays["target"] = np.asarray(problem.target_point())
-    paths = [out / f"{name}.npz", out / f"{name}.png"]
-    try:
-        with phase(f"{name}: writing {paths[0].name} and the plot"):
-            np.savez(paths[0], **arrays)
-            plotted = plot_control(paths[1], problem, report, arrays, REFINE)
-        if not plotted:
-            warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
-            paths.pop()
-    except OSError as err:
-        raise RunError(f"cannot write into {str(out)!r}: {err}") from None
+    with phase(f"{name}: writing {name}.npz and the plot"):
+        paths = save_with_plot(
+            out / f"{name}.npz",
+            arrays,
+            out / f"{name}.png",
+            lambda png: plot_control(png, problem, report, arrays, REFINE),
+        )
     report["total_seconds"] = time.perf_counter() - started
 
     if args.json:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import RunError, UsageError, warn
-from .output import jsonable, make_out_dir
+from .errors import RunError, UsageError
+from .output import jsonable, make_out_dir, save_with_plot
 
 FEEDBACK = ("none", "mpc", "policy")
 DEFAULT_SCENARIOS = 16
@@ -220,14 +220,12 @@ def cmd_feedback(args) -> int:
         "coefficients": np.asarray(res.coefficients),
         "target": np.asarray(target_of(problem)),
     }
-    paths = [out / f"{name}-mpc.npz", out / f"{name}-mpc.png"]
-    try:
-        np.savez(paths[0], **arrays)  # type: ignore[arg-type]
-        if not plot_feedback(paths[1], report, arrays):
-            warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
-            paths.pop()
-    except OSError as err:
-        raise RunError(f"cannot write into {str(out)!r}: {err}") from None
+    paths = save_with_plot(
+        out / f"{name}-mpc.npz",
+        arrays,
+        out / f"{name}-mpc.png",
+        lambda png: plot_feedback(png, report, arrays),
+    )
     report["total_seconds"] = time.perf_counter() - started
     if args.json:
         print(json.dumps(report, allow_nan=False))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import plots
-from .errors import UsageError, warn
+from .errors import RunError, UsageError, warn
 
 if TYPE_CHECKING:
     from .run import RunSpec, Trajectory
@@ -232,6 +232,20 @@ def _write_csv(path: Path, spec: RunSpec, ts, conserved, varying, meta: dict) ->
         f.write(f"# metadata: {json.dumps(meta)}\n")
         f.write(",".join(["t"] + names) + "\n")
         np.savetxt(f, table, delimiter=",", fmt="%.17g")
+
+
+def save_with_plot(npz: Path, arrays: dict, png: Path, draw) -> list[Path]:
+    """`arrays` into `npz` and the plot `draw(png)` (False: matplotlib is missing, which is
+    warned of): the paths written. Writing that fails is a `RunError` naming the folder."""
+    paths = [npz, png]
+    try:
+        np.savez(npz, **arrays)
+        if not draw(png):
+            warn("matplotlib is not installed; no plot written (pip install 'jaxrigid[plot]')")
+            paths.pop()
+    except OSError as err:
+        raise RunError(f"cannot write into {str(npz.parent)!r}: {err}") from None
+    return paths
 
 
 def make_out_dir(out: Path) -> None:
