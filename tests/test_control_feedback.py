@@ -121,6 +121,21 @@ def test_replay_with_sigma_zero_is_the_nominal_simulation(setup):
     assert nominal < problem.tolerance  # the open loop is a solution of the model
 
 
+def test_a_plant_that_fails_reports_no_miss(setup):
+    """A plant whose state stops being finite (here a kick of infinite size in scenario 1)
+    has NaN as its miss, never a finite number; the other scenarios are untouched (the same
+    program as the test above: the scenarios are its inputs), and their miss is the nominal
+    run's to the test above's tolerance (the same steps in another program)."""
+    problem, p, _, _ = setup
+    scenarios = draw_scenarios(0, K, 0.0, 2, problem.t_end)
+    scenarios = eqx.tree_at(lambda s: s.kicks, scenarios, scenarios.kicks.at[1].set(jnp.inf))
+    result = replay(problem, p, scenarios)
+    nominal = float(problem.miss(problem.trajectory(p)))
+    assert np.isnan(result.miss[1])
+    others = np.delete(np.asarray(result.miss), 1)
+    np.testing.assert_allclose(others, nominal, rtol=1e-12, atol=1e-15)
+
+
 def test_warm_start_needs_fewer_iterations_than_cold(setup):
     """At the first re-plan of disturbed plants, the measure is the number of re-plan calls
     (40 L-BFGS iterations each) until the model's miss is within the tolerance (1e-3): one
@@ -135,9 +150,10 @@ def test_warm_start_needs_fewer_iterations_than_cold(setup):
     plans0 = mpc._batched(problem.control.with_coefficients(p), K)
     states = mpc._batched(problem.state0, K)
     at = mpc.kick_steps(scenarios, problem.dt)
-    states, _, _ = mpc._segment_program(
+    states, _, _, ok = mpc._segment_program(
         problem, plans0, states, scenarios, at, jnp.asarray(0, jnp.int32), m
     )
+    assert bool(jnp.all(ok))
     history = {}
     for warm in (True, False):
         plans = mpc._start_program(plans0, states, H, warm)

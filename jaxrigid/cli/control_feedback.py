@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import RunError, UsageError
+from .errors import RunError, UsageError, warn
 from .output import jsonable, make_out_dir, save_with_plot
 
 FEEDBACK = ("none", "mpc", "policy")
@@ -178,6 +178,12 @@ def cmd_feedback(args) -> int:
             )
         seconds = time.perf_counter() - t0
     converged = bool(res.converged)
+    for loop, miss in (("closed", closed.miss), ("open", opened.miss)):
+        if failed := int(np.sum(np.isnan(np.asarray(miss)))):
+            warn(
+                f"{failed} of {K} scenario(s) failed in {loop} loop (a plant step failed or its "
+                "state left the finite numbers): their miss is NaN, the medians null"
+            )
     cl_miss, cl_p90 = _summary(closed.miss)
     ol_miss, ol_p90 = _summary(opened.miss)
     report = jsonable(

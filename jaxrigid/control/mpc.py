@@ -169,7 +169,7 @@ class _Remaining(eqx.Module):
         # the integrator's steps in a plain scan (as the plant's, `advance`), differentiated
         # by `lax.scan`'s own rule: a far smaller program to build than `simulate`'s, and the
         # short horizon's states are cheap to store for the reverse pass
-        _, xs = advance(pb.integrator, model, self.state, pb.dt, pb.n_steps)
+        _, xs, _ = advance(pb.integrator, model, self.state, pb.dt, pb.n_steps)
         x_end = xs[self.remaining - 1]  # after step `remaining`
         f = partial_effort(plan, self.remaining * pb.dt)
         return f, x_end[:2] - target_of(pb)
@@ -214,20 +214,20 @@ def _start_program(plans, states, shift, warm: bool):
 def _segment_program(problem, plans, states, scenarios, at, step0, m):
     def one(plan, state, s: Scenarios, at):
         model = plant(eqx.tree_at(problem.slot.get, problem.model, plan), s)
-        state, xs = advance(
+        state, xs, ok = advance(
             problem.integrator, model, state, problem.dt, m, step0=step0, kicks=s.kicks, at=at
         )
-        return state, xs, partial_effort(plan, m * problem.dt)
+        return state, xs, partial_effort(plan, m * problem.dt), ok
 
     with reported_in_outcome():
         return jax.vmap(one)(plans, states, scenarios, at)
 
 
 class MPCResult(NamedTuple):
-    """`miss (K,)` `|x(T)[:2] − x*|` of the plant; `effort (K,)` the executed control's
-    (`∫₀ᵀ Σθ̈²` or `∫Σu²`); `final_x (K, 3)`; `path (K, n_steps + 1, 3)` the plant's `x` at
-    every step; `predicted_miss (K, R − 1)` each re-plan's model miss;
-    `replan_steps` (`m`, steps per re-plan); `plans` the last plans."""
+    """`miss (K,)` `|x(T)[:2] − x*|` of the plant (NaN where a plant step failed); `effort
+    (K,)` the executed control's (`∫₀ᵀ Σθ̈²` or `∫Σu²`); `final_x (K, 3)`; `path (K,
+    n_steps + 1, 3)` the plant's `x` at every step; `predicted_miss (K, R − 1)` each
+    re-plan's model miss; `replan_steps` (`m`, steps per re-plan); `plans` the last plans."""
 
     miss: jax.Array
     effort: jax.Array
@@ -278,6 +278,7 @@ def run_mpc(
     states = _batched(problem.state0, K)
     mult = _batched(Multipliers(*multipliers), K)
     effort = jnp.zeros((K,), plans.coefficients.dtype)
+    ok = jnp.ones((K,), bool)
     path, predicted = [states.x[:, None]], []
     for k in range(R):
         if k > 0:
@@ -287,12 +288,13 @@ def run_mpc(
             plans, mult, _, c_norm = replan(problem, plans, states, mult, remaining, settings)
             predicted.append(c_norm)
         step0 = jnp.asarray(k * m, jnp.int32)
-        states, xs, e = call_filtered(
+        states, xs, e, segment_ok = call_filtered(
             _segment_program, problem, plans, states, scenarios, at, step0, m
         )
-        effort = effort + e
+        effort, ok = effort + e, ok & segment_ok
         path.append(xs)
-    miss = jnp.linalg.norm(states.x[:, :2] - target[None], axis=-1)
+    # a plant whose step failed has no miss to report (`advance`)
+    miss = jnp.where(ok, jnp.linalg.norm(states.x[:, :2] - target[None], axis=-1), jnp.nan)
     predicted_miss = jnp.stack(predicted, axis=1) if predicted else jnp.zeros((K, 0))
     xs = jnp.concatenate(path, axis=1)
     return MPCResult(miss, effort, states.x, xs, predicted_miss, m, plans)

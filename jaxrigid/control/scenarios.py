@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from .._checks import is_integer, real_number
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
+from ..results import RESULTS
 from ..runs.planning import whole_steps
 from .costs import FinalPosition, WeightedSum
 
@@ -117,23 +118,29 @@ def advance(integrator, model, state, dt, n_steps: int, *, t0=0.0, step0=0, kick
     """`n_steps` steps of `dt` of one plant from `state` at `t0` (the model's control read at
     `t0 + j·dt`), `step0` the first step's index on the plant's own clock; before step `j`
     every kick `kicks[i] (3,)` with `at[i] == step0 + j` is added to `Ω` ((S2): the run is
-    piecewise between the kicks). Returns the final state and the centre `x` after every step
-    `(n_steps, 3)`. Plain `lax.scan` over the integrator's `step` at `t0 + j·dt`, as
-    `simulate` takes them (the plant is not differentiated)."""
+    piecewise between the kicks). Returns the final state, the centre `x` after every step
+    `(n_steps, 3)`, and `ok`: every step succeeded (its `StepInfo.result`) and the final
+    state is finite — a caller reports the plant's numbers only where `ok` (`replay`,
+    `mpc.run_mpc`: NaN elsewhere, never a silently wrong miss). Plain `lax.scan` over the
+    integrator's `step` at `t0 + j·dt`, as `simulate` takes them."""
     t0 = jnp.asarray(t0, state.q.dtype)
 
     def one(carry, j):
-        s, solver = carry
+        s, solver, ok = carry
         if kicks is not None:
             hit = (at == step0 + j).astype(s.Omega.dtype)
             s = s._replace(Omega=s.Omega + hit @ kicks)
         t = t0 + j * dt
-        s, solver, _ = integrator.step(model, s, solver, t, jnp.asarray(dt, t.dtype))
-        return (s, solver), s.x
+        s, solver, info = integrator.step(model, s, solver, t, jnp.asarray(dt, t.dtype))
+        return (s, solver, ok & (info.result == RESULTS.successful)), s.x
 
     solver = integrator.init(model, state, t0, dt)
-    (state, _), xs = jax.lax.scan(one, (state, solver), jnp.arange(n_steps))
-    return state, xs
+    carry = (state, solver, jnp.asarray(True))
+    (state, _, ok), xs = jax.lax.scan(one, carry, jnp.arange(n_steps))
+    finite = jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(state)])
+    )
+    return state, xs, ok & finite
 
 
 def target_of(problem):
@@ -157,8 +164,9 @@ def target_of(problem):
 
 
 class Replay(NamedTuple):
-    """`miss (K,)` `|x(T)[:2] − x*|`; `effort (K,)` (the control's, the same in every
-    scenario); `path (K, n_steps + 1, 3)` the centre `x` at every step."""
+    """`miss (K,)` `|x(T)[:2] − x*|` (NaN where a plant step failed, `advance`); `effort
+    (K,)` (the control's, the same in every scenario); `path (K, n_steps + 1, 3)` the centre
+    `x` at every step."""
 
     miss: jax.Array
     effort: jax.Array
@@ -171,12 +179,13 @@ def _replay_program(problem, coefficients, scenarios: Scenarios, steps):
     target = target_of(problem)
 
     def one(s: Scenarios, at):
-        final, xs = advance(
+        final, xs, ok = advance(
             problem.integrator, plant(model, s), problem.state0, problem.dt,
             problem.n_steps, kicks=s.kicks, at=at,
         )  # fmt: skip
         path = jnp.concatenate([problem.state0.x[None], xs])
-        return jnp.linalg.norm(final.x[:2] - target), path
+        miss = jnp.linalg.norm(final.x[:2] - target)
+        return jnp.where(ok, miss, jnp.nan), path
 
     with reported_in_outcome():
         miss, path = jax.vmap(one)(scenarios, steps)
