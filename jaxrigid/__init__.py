@@ -97,6 +97,8 @@ from .simulation import Outcome as Outcome
 from .simulation import Solution as Solution
 from .simulation import StepFailedError as StepFailedError
 from .simulation import simulate as simulate
+from .xla_options import quick_build as quick_build
+from .xla_options import quick_build_options as quick_build_options
 
 __all__ = [
     "compensated",
@@ -111,6 +113,8 @@ __all__ = [
     "results",
     "InvalidValueError",
     "enable_compilation_cache",
+    "quick_build",
+    "quick_build_options",
     "AKW",
     "BBTRAP",
     "BBTRAPWD",

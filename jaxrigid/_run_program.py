@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import program_store, results
+from . import program_store, results, xla_options
 from .results import RESULTS, Outcome
 
 
@@ -195,7 +195,7 @@ def _check_solver_state(integrator, expected, given) -> None:
 _RUNNERS: dict = {}
 
 
-def compiled_runner(spec, model_axes, layout):
+def compiled_runner(spec, model_axes, layout, compiler_options=None):
     """The jitted run for `spec = (n_save, save_every, checkpoint)`, `model_axes` and
     `layout = (batch_shape, broadcast, fast)`: the members flattened to one axis, each run by
     `_run_one` (through `_fast_first` when `fast`), and the `Solution` assembled, all in one
@@ -208,6 +208,7 @@ def compiled_runner(spec, model_axes, layout):
         layout,
         jax.tree_util.tree_structure(model_axes),
         tuple(jax.tree_util.tree_leaves(model_axes)),
+        xla_options.key(compiler_options),
     )
     if key not in _RUNNERS:
         batch_shape, broadcast, fast = layout
@@ -249,7 +250,7 @@ def compiled_runner(spec, model_axes, layout):
             outcome = results.summarize(per_save, batch_shape)
             return Solution(ts, states, final, outcome, per_save, obs, ss)
 
-        _RUNNERS[key] = jax.jit(run, static_argnums=2)
+        _RUNNERS[key] = jax.jit(run, static_argnums=2, compiler_options=compiler_options)
     return _RUNNERS[key]
 
 
@@ -279,14 +280,18 @@ def fast_then_full(integrator, spec, model_axes, layout, args):
     itself run, and its result is kept for exactly those members (`_keep_successful`). The
     second program is built only when it is needed, not with the first (in one program, as
     `_fast_first` under a caller's `jit`, both are built every time)."""
-    runner = compiled_runner(spec, model_axes, layout + (False,))
     name = repr((spec, model_axes, layout))
 
     def plain(method):
         # a stored program where the caller asks for one (`program_store`: its key covers the
-        # `save` function too, named here), else the runner itself
+        # `save` function too, named here), else the runner itself, top-level, with XLA's
+        # options (`xla_options`; none while `program_store` traces it for export)
         save = args[1]
-        run = lambda method, observer, *rest: runner(method, observer, save, *rest)  # noqa: E731
+
+        def run(method, observer, *rest):
+            runner = compiled_runner(spec, model_axes, layout + (False,), xla_options.options())
+            return runner(method, observer, save, *rest)
+
         what = f"{getattr(save, '__module__', '')}.{getattr(save, '__qualname__', save)}"
         return program_store.call(run, f"{name} save={what}", (method, args[0], *args[2:]))
 

@@ -42,12 +42,14 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from . import xla_options
+
 __all__ = ["stored_programs", "call", "call_filtered"]
 
 FORMAT = 1
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("jaxrigid_stored_programs", default=None)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_CALLABLE: dict = {}  # file path -> (jitted call of the loaded program, its output structure)
+_CALLABLE: dict = {}  # (path, XLA options) -> (jitted call of the loaded program, out_tree)
 
 
 @contextlib.contextmanager
@@ -79,7 +81,10 @@ def call(fn, name: str, args: tuple):
     if not all(isinstance(x, (jax.Array, np.ndarray, np.generic, float, int)) for x in leaves):
         return fn(*args)  # a tracer: under a transformation, nothing to store
     path = directory / f"{_file_key(key, name, in_tree, leaves)}.program"
-    if path not in _CALLABLE:
+    # the stored program is StableHLO: XLA's options (`xla_options`) apply when it is compiled
+    opts = xla_options.options()
+    slot = (path, xla_options.key(opts))
+    if slot not in _CALLABLE:
         loaded = _load(path)
         if loaded is None:
             loaded = _export(fn, in_tree, leaves)
@@ -88,8 +93,8 @@ def call(fn, name: str, args: tuple):
             _save(path, *loaded)
         exported, out_tree = loaded
         # one `jit` per program, so that a later call (the next chunk) is not traced again
-        _CALLABLE[path] = jax.jit(exported.call), out_tree
-    program, out_tree = _CALLABLE[path]
+        _CALLABLE[slot] = jax.jit(exported.call, compiler_options=opts), out_tree
+    program, out_tree = _CALLABLE[slot]
     return jax.tree_util.tree_unflatten(out_tree, program(*leaves))
 
 
@@ -173,7 +178,10 @@ def _export(fn, in_tree, leaves):
         for x in leaves
     ]
     try:
-        exported = export.export(jax.jit(flat))(*specs)
+        # XLA's options apply where the stored program is compiled (`call`), not to the jits
+        # it is traced through (JAX accepts them on a top-level jit only)
+        with xla_options.quick_build(None):
+            exported = export.export(jax.jit(flat))(*specs)
         exported.serialize()  # flatbuffers present, and every custom call serialisable
         tree = box["tree"]
         if pickle.loads(pickle.dumps(tree)) != tree:

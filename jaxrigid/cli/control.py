@@ -215,6 +215,7 @@ def cmd_control(args) -> int:
     # the problem, method, step and settings determine every program built here (stored
     # programs: a second process neither traces nor lowers them, `program_store`)
     key = json.dumps(["control", name, mode, method, problem.dt, repr(settings)], default=repr)
+    # one rollout per program, run for seconds: XLA's quick build (`xla_options`)
     with stored_programs(key):
         res, spread, seconds, traj, resim, re_method = _solve(
             problem, p0s, settings, args.starts, name, method
@@ -338,10 +339,14 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
     import jax.numpy as jnp
 
     from ..control.optimise import multi_start, optimise
+    from ..xla_options import quick_build
 
     start = time.perf_counter()
     spread: dict[str, np.ndarray | int] | None  # the starts' results, and the best one's index
-    with OptimiserProgress(settings, starts=starts, desc=name, file=sys.stderr) as progress:
+    # XLA's quick builds (`xla_options`): the optimiser's iteration, called `n_outer` times,
+    # with the cheaper fusion emitter; the two runs below, each run once, cheapest of all
+    progress = OptimiserProgress(settings, starts=starts, desc=name, file=sys.stderr)
+    with progress, quick_build("repeated"):
         if starts == 1:
             res = optimise(problem, p0s[0], settings, callback=progress)
             spread = None
@@ -357,10 +362,10 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
         raise RunError(f"problem {name}: the optimisation produced non-finite coefficients")
     # one forward run per method, saved at every step (the miss and the clearance are read
     # from them: each distinct run is a compilation)
-    with phase(f"{name}: simulating the optimum ({method}, saved every step)"):
+    with phase(f"{name}: simulating the optimum ({method}, saved every step)"), quick_build():
         traj = _dense(problem, p)
     re_method, re_integrator = _resimulation_method(method, problem.model)
-    with phase(f"{name}: re-simulating it ({re_method}, dt/{REFINE})"):
+    with phase(f"{name}: re-simulating it ({re_method}, dt/{REFINE})"), quick_build():
         resim = _dense(problem, p, re_integrator, REFINE)
     return res, spread, seconds, traj, resim, re_method
 

@@ -51,6 +51,7 @@ import numpy as np
 import optax
 from jax import lax
 
+from .. import xla_options
 from .._callbacks import host_callback
 from .._checks import is_concrete, real_number
 from .._input_checks import reported_in_outcome
@@ -249,7 +250,7 @@ def _mapped(fn, batched):
     return jax.vmap(fn) if batched else fn
 
 
-@eqx.filter_jit
+@xla_options.filter_jit
 def _initial_program(objective, p0, settings, batched):
     # a value check failing inside the optimiser's own programs makes the iterate's
     # objective NaN (reported, not raised): the programs then have no host callback and
@@ -258,13 +259,13 @@ def _initial_program(objective, p0, settings, batched):
         return _mapped(lambda p: _initial(objective, p, settings), batched)(p0)
 
 
-@eqx.filter_jit
+@xla_options.filter_jit
 def _outer_program(objective, settings, carry, k, batched):
     with reported_in_outcome():
         return _mapped(lambda c: _outer(objective, settings, None, c, k), batched)(carry)
 
 
-@eqx.filter_jit
+@xla_options.filter_jit
 def _final_program(objective, carry, history, f0, cnorm0, batched):
     axis = 1 if batched else 0  # scan's layout: (K, n_outer, ...) under multi_start
     history = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs, axis=axis), *history)

@@ -1,0 +1,122 @@
+"""XLA's options for the programs jaxrigid builds: quick builds, a cheaper compile for programs
+that run briefly compared with their build.
+
+XLA spends most of a program's build in its backend optimisations and code generation. For
+a program that then runs for milliseconds to seconds — one trajectory, an optimiser's
+iterations over one or a few rollouts, a re-simulation run once — a cheaper compile is worth
+a somewhat slower program; for an ensemble of thousands of members running for seconds it
+is not. On the CPU a quick build compiles, per program (`jax.jit(...,
+compiler_options=...)`, so that the rest of the process builds as usual), with
+
+- `"once"` (the default; a program run once or a few times): XLA's backend optimisation
+  level 0 with LLVM's expensive passes off (what `JAX_DISABLE_MOST_OPTIMIZATIONS=1` sets
+  for a whole process) and XLA's older element-wise fusion emitter
+  (`xla_cpu_use_fusion_emitters=False`);
+- `"repeated"` (a program called many times, e.g. an optimiser's iteration): the older
+  fusion emitter only, which builds for less and runs about as fast, where level 0 would
+  make every call slower.
+
+What each costs and buys is measured in bench/README.md (`xla_options`). Neither changes
+what is computed beyond rounding: a product and a sum may be fused differently, as between
+any two differently shaped programs. Off the CPU nothing changes (`None`): there a quick
+build has not been measured.
+
+    with jaxrigid.quick_build():      # programs jaxrigid builds itself in the block
+        ...
+    jax.jit(f, compiler_options=jaxrigid.quick_build_options())   # a program of your own
+
+jaxrigid's own program builders (`simulate`'s runners, `control.optimise`, stored
+programs) read `options()` when they build; the `jaxrigid control` command builds its
+optimiser (`"repeated"`) and its re-simulations (`"once"`) this way. JAX's persistent
+compilation cache keys on the options, so programs built with different ones are cached
+apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+
+import jax
+
+__all__ = ["options", "quick_build", "quick_build_options"]
+
+_EMITTER = ("xla_cpu_use_fusion_emitters", False)
+_PROFILES = {
+    "once": (("xla_backend_optimization_level", 0), ("xla_llvm_disable_expensive_passes", True)),
+    "repeated": (),
+}
+_ACTIVE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "jaxrigid_quick_build", default=None
+)
+
+
+@contextlib.contextmanager
+def quick_build(profile: str | None = "once"):
+    """Within the block, the programs jaxrigid builds itself use
+    `quick_build_options(profile)`; `profile=None`: XLA's defaults (e.g. for an ensemble
+    inside an outer quick block)."""
+    if profile is not None and profile not in _PROFILES:
+        raise ValueError(
+            f"quick_build profile must be one of {sorted(_PROFILES)} or None, got {profile!r}"
+        )
+    token = _ACTIVE.set(profile)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def quick_build_options(profile: str = "once") -> dict | None:
+    """The compiler options of a quick build (`"once"` or `"repeated"`, see the module) on the
+    default backend: a dict for `jax.jit(..., compiler_options=...)` on the CPU, `None`
+    elsewhere. Options this jaxlib's XLA does not know are left out (each is tried once on a
+    one-element program)."""
+    if profile not in _PROFILES:
+        raise ValueError(f"quick_build profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+    if jax.default_backend() != "cpu":
+        return None
+    wanted = _PROFILES[profile] + (_EMITTER,)
+    return {name: value for name, value in wanted if _known(name, value)}
+
+
+def options() -> dict | None:
+    """What a program jaxrigid builds now gets: `quick_build_options(profile)` inside
+    `quick_build(profile)`, else `None` (XLA's defaults)."""
+    profile = _ACTIVE.get()
+    return None if profile is None else quick_build_options(profile)
+
+
+def key(opts: dict | None) -> tuple:
+    """A hashable form of `opts`, for the caches of built programs."""
+    return () if not opts else tuple(sorted(opts.items()))
+
+
+@functools.cache
+def _known(name: str, value) -> bool:
+    try:
+        # ahead of time, so that the probe is no nested `jit` whatever the caller traces
+        probe = jax.jit(lambda x: x + 1).lower(jax.ShapeDtypeStruct((1,), "float32"))
+        probe.compile(compiler_options={name: value})
+    except Exception:  # XLA's "No such compile option" (jaxlib's own error type)
+        return False
+    return True
+
+
+def filter_jit(fn):
+    """`equinox.filter_jit(fn)`, built with `options()` as they are at each call: one jitted
+    version per set of options, so that a quick build and a full one never share a program."""
+    import equinox as eqx
+
+    versions: dict = {}
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        opts = options()
+        k = key(opts)
+        if k not in versions:
+            versions[k] = eqx.filter_jit(fn, compiler_options=opts)
+        return versions[k](*args, **kwargs)
+
+    return call

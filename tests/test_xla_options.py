@@ -1,0 +1,115 @@
+"""Quick builds (`jaxrigid.xla_options`): XLA's options reach the programs jaxrigid builds
+itself inside `quick_build`, never a nested `jit`, and change nothing but rounding."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax._src import monitoring
+
+import jaxrigid as jr
+from jaxrigid import program_store, xla_options
+from jaxrigid.cases import get_case
+from jaxrigid.control.optimise import AugmentedLagrangian, optimise
+
+pytest.importorskip("flatbuffers")  # stored programs below (`jax.export`)
+
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+@pytest.fixture
+def compiles():
+    """The number of XLA compiles since the fixture started, as a function."""
+    seen = []
+    listener = lambda name, *a, **kw: seen.append(name) if name == _COMPILE else None  # noqa: E731
+    monitoring.register_event_duration_secs_listener(listener)
+    yield lambda: len(seen)
+    monitoring.unregister_event_duration_listener(listener)
+
+
+def _ensemble():
+    case = get_case("krysl-slow-top")
+    model, state0 = case.build(case.resolve())
+    return model, case.perturb(state0, np.random.default_rng(1), 0.05, 4)
+
+
+def _simulate(model, state0, n_steps=40):
+    return jr.simulate(jr.IMIDM(), model, state0, 0.01, n_steps, save_every=10)
+
+
+def test_profiles_on_the_cpu_and_outside_a_block():
+    assert jax.default_backend() == "cpu"  # the suite's machine; elsewhere the options are None
+    once, repeated = jr.quick_build_options(), jr.quick_build_options("repeated")
+    # the older fusion emitter in both; level 0 only where a program runs once
+    assert once["xla_backend_optimization_level"] == 0
+    assert "xla_backend_optimization_level" not in repeated
+    assert once["xla_cpu_use_fusion_emitters"] is repeated["xla_cpu_use_fusion_emitters"] is False
+    assert xla_options.options() is None
+    with jr.quick_build():
+        assert xla_options.options() == once
+        with jr.quick_build(None):  # an ensemble inside a quick block builds as usual
+            assert xla_options.options() is None
+        with jr.quick_build("repeated"):
+            assert xla_options.options() == repeated
+        assert xla_options.options() == once
+    assert xla_options.options() is None
+
+
+def test_an_unknown_profile_is_refused_naming_the_profiles():
+    with pytest.raises(ValueError, match=r"one of \['once', 'repeated'\] or None, got 'fast'"):
+        with jr.quick_build("fast"):
+            pass
+    with pytest.raises(ValueError, match=r"one of \['once', 'repeated'\], got None"):
+        jr.quick_build_options(None)
+
+
+def test_a_quick_build_is_its_own_program_and_equal_to_rounding(compiles):
+    model, state0 = _ensemble()
+    plain = _simulate(model, state0)
+    before = compiles()
+    with jr.quick_build():
+        quick = _simulate(model, state0)
+        built = compiles() - before
+        again = _simulate(model, state0)
+        assert compiles() - before == built  # the second call reuses the quick program
+    assert built >= 1  # not the plain program of the first call
+    # rounding only: products and sums fused differently over 40 steps of |Π| ≈ 1 leave
+    # differences of a few hundred ulps at most
+    for a, b in zip(
+        jax.tree_util.tree_leaves(plain.states), jax.tree_util.tree_leaves(quick.states)
+    ):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+    for a, b in zip(
+        jax.tree_util.tree_leaves(quick.states), jax.tree_util.tree_leaves(again.states)
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_stored_programs_take_the_options_where_they_are_compiled(tmp_path, monkeypatch):
+    # a stored program is traced for export with no options (JAX refuses them on a nested
+    # jit), and compiled with them: the quick run is stored and equals the direct one
+    monkeypatch.setattr(program_store, "_CALLABLE", {})
+    model, state0 = _ensemble()
+    with jr.quick_build():
+        direct = _simulate(model, state0, 20)
+        with program_store.stored_programs("quick-test", tmp_path):
+            stored = _simulate(model, state0, 20)
+    assert list(tmp_path.glob("*.program"))
+    assert all(k[1] for k in program_store._CALLABLE)  # compiled with the options
+    for a, b in zip(
+        jax.tree_util.tree_leaves(direct.states), jax.tree_util.tree_leaves(stored.states)
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_optimiser_under_a_quick_build_reaches_the_same_optimum():
+    # min |p|² subject to p₀ + p₁ = 1: the optimum (½, ½) whatever the build
+    def objective(p):
+        return jnp.dot(p, p), jnp.reshape(p[0] + p[1] - 1.0, (1,))
+
+    settings = AugmentedLagrangian(n_outer=10, n_inner=10)
+    with jr.quick_build("repeated"):
+        res = optimise(objective, jnp.zeros(2), settings)
+    # ten multiplier updates leave |c| ≈ 4e-11 here (either build): 1e-9 is that with margin
+    assert float(res.residual_norm) < 1e-9
+    np.testing.assert_allclose(res.coefficients, [0.5, 0.5], atol=1e-9)
