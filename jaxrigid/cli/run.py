@@ -174,15 +174,18 @@ def cmd_run(args) -> int:
     # with the end); the phases after it are reported everywhere (`phase`)
     progress = Progress(spec.n_steps, enabled=len(chunks) > 1 or sys.stderr.isatty())
     from ..program_store import stored_programs
+    from ..xla_options import quick_build
 
     case = spec.case
     pointwise = None if case.pointwise is None else case.pointwise(model, spec.params)
     with stored_programs(program_key(spec)):
         traj = _integrate(spec, model, state0, chunks, progress)
         with phase("invariants and observables along the run"):
-            values, power, case_values = output.evaluate_along(
-                model, traj.ts, traj.states, pointwise
-            )
+            # one program, run once over the saved states: XLA's quick build (`xla_options`)
+            with quick_build():
+                values, power, case_values = output.evaluate_along(
+                    model, traj.ts, traj.states, pointwise
+                )
             conserved, varying = output.split_invariants(model, values)
             varying.update(output.work_along(traj.ts, power))
             observables = case.observe(model, traj.ts, traj.states, spec.params, case_values)
