@@ -14,8 +14,8 @@ from jaxrigid.cases import get_case
 from jaxrigid.integrators import RIGID_BODY_METHODS
 from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
 from jaxrigid.lie import quaternion
+from jaxrigid.models.nonholonomic import LagrangeDAlembertSystem
 from jaxrigid.models.rolling_ball import RollingBall
-from jaxrigid.nonholonomic import LagrangeDAlembertSystem
 from jaxrigid.reference import rigid_body_reference
 
 ALL_METHODS = list(RIGID_BODY_METHODS)

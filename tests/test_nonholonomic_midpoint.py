@@ -53,8 +53,8 @@ from jaxrigid.integrators.nonholonomic_midpoint import (
     state_from_coordinates,
 )
 from jaxrigid.integrators.quaternion_rkmk import RKMK2
+from jaxrigid.models.nonholonomic import LagrangeDAlembertState, LagrangeDAlembertSystem
 from jaxrigid.newton import Newton
-from jaxrigid.nonholonomic import LagrangeDAlembertState, LagrangeDAlembertSystem
 from jaxrigid.results import RESULTS
 from jaxrigid.simulation import simulate
 

@@ -1,5 +1,5 @@
 """A midpoint discrete Lagrange–d'Alembert (DLA) integrator for any nonholonomic system of the
-engine (`jaxrigid.nonholonomic.LagrangeDAlembertSystem`), and by an adapter for the unreduced
+engine (`jaxrigid.models.nonholonomic.LagrangeDAlembertSystem`), and by an adapter for the unreduced
 rolling ball (`jaxrigid.models.rolling_ball_unreduced.RollingBallUnreduced`: fixed, prescribed
 or dynamic masses).
 
@@ -82,15 +82,15 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import results
-from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
-from ..newton import Newton
-from ..nonholonomic import (
+from ..models.nonholonomic import (
     LagrangeDAlembertState,
     LagrangeDAlembertSystem,
     as_time,
     quaternion_angular_velocity,
     saddle,
 )
+from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
+from ..newton import Newton
 from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, solve_on_branch
 

@@ -25,14 +25,14 @@ import jax
 import jax.numpy as jnp
 
 from ..lie import quaternion
-from ..nonholonomic import (
+from ..rails import AbstractRail, rail_checks
+from .base import AbstractModel, Check, event_ndims, finite, known_zero, spd3_checks
+from .nonholonomic import (
     LagrangeDAlembertSystem,
     callable_parameter,
     quaternion_angular_velocity,
     quaternion_rate,
 )
-from ..rails import AbstractRail, rail_checks
-from .base import AbstractModel, Check, event_ndims, finite, known_zero, spd3_checks
 
 
 class RollingBallUnreducedState(NamedTuple):

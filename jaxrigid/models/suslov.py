@@ -18,8 +18,8 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..nonholonomic import callable_parameter, quaternion_rate
 from .base import AbstractModel, Check, event_ndims, finite, spd3_checks
+from .nonholonomic import callable_parameter, quaternion_rate
 
 
 class SuslovState(NamedTuple):

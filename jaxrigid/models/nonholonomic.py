@@ -29,8 +29,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .lie import quaternion
-from .models.base import AbstractModel, Check, event_ndims, finite
+from ..lie import quaternion
+from .base import AbstractModel, Check, event_ndims, finite
 
 __all__ = [
     "Derivatives",
