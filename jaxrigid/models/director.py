@@ -37,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _checks
-from .base import AbstractModel, Check, event_ndims, finite, known_zero, spd3_checks
+from .base import Check, event_ndims, finite, known_zero, spd3_checks
+from .structures import AbstractDirectorBody
 
 
 class DirectorState(NamedTuple):
@@ -179,7 +180,7 @@ class MaterialPulseMoment(AbstractMoment):
 # --- the model ----------------------------------------------------------------------------
 
 
-class DirectorRigidBody(AbstractModel):
+class DirectorRigidBody(AbstractDirectorBody):
     """The rigid body in directors (§3.5), or, with `nontwisting=True`, the body whose frame
     is non-twisting (§4.2, constraint 80: `w · d3 = 0`).
 
