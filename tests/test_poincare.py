@@ -14,8 +14,8 @@ import numpy as np
 import jaxrigid as jr
 from jaxrigid import cli
 from jaxrigid.cases import hamiltonian as cases
+from jaxrigid.integrators import HAMILTONIAN_METHODS
 from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
-from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
 from jaxrigid.models import hamiltonian as ham
 from jaxrigid.models.hamiltonian import CanonicalState
 from jaxrigid.models.structures import AbstractCanonicalSystem

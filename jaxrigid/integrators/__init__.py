@@ -48,7 +48,6 @@ from .dmv_preprocessed import DMV10Spatial as DMV10Spatial
 from .dmv_preprocessed import preprocessed_dmv as preprocessed_dmv
 from .energy_momentum import ENERGY_MOMENTUM_METHODS as ENERGY_MOMENTUM_METHODS
 from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
-from .hamiltonian_methods import HAMILTONIAN_METHODS as HAMILTONIAN_METHODS
 from .lie_group import IMID as IMID
 from .lie_group import IMIDM as IMIDM
 from .lie_group import TRAP as TRAP
@@ -162,6 +161,10 @@ factory, as the values of this dict have always been), families in registry orde
 
 RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
 """The rigid-body methods by canonical name (a view of `REGISTRY`)."""
+
+HAMILTONIAN_METHODS = METHODS_BY_FAMILY["hamiltonian"]
+"""The methods for canonical Hamiltonian systems by canonical name, the names of Chaurasia
+(2012) ch. 2 (a view of `REGISTRY`: the classical and partitioned Runge–Kutta methods)."""
 
 
 def classes_for(model) -> list[type[AbstractIntegrator]]:
