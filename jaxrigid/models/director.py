@@ -266,8 +266,7 @@ class DirectorRigidBody(AbstractDirectorBody):
 
 def director_state_checks(state: DirectorState, nontwisting=False, velocities=True):
     """`Check`s of a director state: finite, directors orthonormal and right-handed to √eps,
-    velocities admissible (`H(q) q̇ = 0`, and `G(q) q̇ = 0` for the non-twisting body) to
-    √eps·(1 + |q̇|)."""
+    velocities admissible (`H(q) q̇ = 0`; `G(q) q̇ = 0` if non-twisting) to √eps·(1 + |q̇|)."""
     q, v = state
     tol = float(jnp.finfo(q.dtype).eps) ** 0.5
     ok = finite(q, 1) & finite(v, 1)
