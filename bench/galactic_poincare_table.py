@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 import jaxrigid as jr  # noqa: E402
 from jaxrigid.cases import hamiltonian as cases  # noqa: E402
-from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS  # noqa: E402
+from jaxrigid.integrators import HAMILTONIAN_METHODS  # noqa: E402
 from jaxrigid.observers import PoincareSection  # noqa: E402
 
 # Table 2.1 of the thesis (items, methods, orders, steps), printed counts withheld.

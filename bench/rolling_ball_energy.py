@@ -85,10 +85,10 @@ from jaxrigid.integrators.nonholonomic_lie import (  # noqa: E402
 )
 from jaxrigid.lie import quaternion  # noqa: E402
 from jaxrigid.models.rolling_ball import (  # noqa: E402
-    RollingBall,
     rolling_ball_state,
     two_circles_ball,
 )
+from jaxrigid.models.structures import AbstractAttitudeQuaternion  # noqa: E402
 from jaxrigid.simulation import simulate  # noqa: E402
 
 try:  # the explicit RKMK methods, where that module has landed
@@ -103,7 +103,7 @@ FULL_INERTIA = ((0.4, 0.03, -0.02), (0.03, 0.45, 0.05), (-0.02, 0.05, 0.5))
 class _ExplicitRK(AbstractIntegrator):
     """An explicit Runge–Kutta method on `vector_field` with `q` renormalised after the step."""
 
-    model_types: ClassVar[tuple[type, ...]] = (RollingBall,)
+    structures = (AbstractAttitudeQuaternion,)
 
     def step(self, model, state, solver_state, t, dt):
         out = self.increment(model.vector_field, state, t, dt)

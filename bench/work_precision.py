@@ -201,7 +201,6 @@ from jaxrigid.integrators import compose, get_method  # noqa: E402
 from jaxrigid.lie import so3  # noqa: E402
 from jaxrigid.models.rigid_body import (  # noqa: E402
     AxialPowerPotential,
-    HeavyTopPotential,
     RigidBodyState,
 )
 from jaxrigid.reference import rigid_body_reference  # noqa: E402
@@ -902,7 +901,7 @@ def exact_solution(model) -> ExactSolution | None:
             10**9,
         )
     pot = model.potential
-    if model.torque is None and isinstance(pot, HeavyTopPotential) and moments[0] == moments[1]:
+    if model.torque is None and model.gravity is not None and moments[0] == moments[1]:
         com, up = np.asarray(pot.weighted_com, np.float64), np.asarray(pot.up, np.float64)
         if com[0] == com[1] == 0 and np.array_equal(up, [0.0, 0.0, 1.0]) and com[2] != 0:
             c = float(com[2])

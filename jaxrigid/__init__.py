@@ -7,7 +7,6 @@ from . import integrators as integrators
 from . import lie as lie
 from . import linear_solvers as linear_solvers
 from . import models as models
-from . import nonholonomic as nonholonomic
 from . import rails as rails
 from . import results as results
 from ._checks import InvalidValueError as InvalidValueError
@@ -76,6 +75,8 @@ from .linear_solvers import Krylov as Krylov
 from .models import AbstractModel as AbstractModel
 from .models import DirectorRigidBody as DirectorRigidBody
 from .models import DirectorState as DirectorState
+from .models import LagrangeDAlembertState as LagrangeDAlembertState
+from .models import LagrangeDAlembertSystem as LagrangeDAlembertSystem
 from .models import RigidBody as RigidBody
 from .models import RigidBodyState as RigidBodyState
 from .models import RollingBall as RollingBall
@@ -88,8 +89,6 @@ from .models import Suslov as Suslov
 from .models import SuslovState as SuslovState
 from .newton import Newton as Newton
 from .newton import NewtonInfo as NewtonInfo
-from .nonholonomic import LagrangeDAlembertState as LagrangeDAlembertState
-from .nonholonomic import LagrangeDAlembertSystem as LagrangeDAlembertSystem
 from .observers import AbstractObserver as AbstractObserver
 from .results import RESULTS as RESULTS
 from .simulation import IncompatibleModelError as IncompatibleModelError
@@ -108,7 +107,6 @@ __all__ = [
     "lie",
     "linear_solvers",
     "models",
-    "nonholonomic",
     "rails",
     "results",
     "InvalidValueError",

@@ -63,7 +63,7 @@ _ADVICE = {
         "dt, or raise max_angle (at most pi) where the method has it"
     ),
     RESULTS.model_unsupported: (
-        "the method does not integrate this model's values (its model_requirement says "
+        "the method does not integrate this model's values (its value_checks say "
         "which, e.g. LP-split's principal axes): change the model or the method"
     ),
     RESULTS.invalid_input: (

@@ -191,7 +191,8 @@ _UNDER_A_DERIVATIVE = (
 def check_integrates(integrator, model) -> None:
     """`IncompatibleModelError` unless `integrator` integrates `model`, naming the methods
     of the registry that do."""
-    if integrator.integrates(model):
+    refusal = integrator.refusal(model)
+    if refusal is None:
         return
     from .integrators import classes_for
 
@@ -199,7 +200,7 @@ def check_integrates(integrator, model) -> None:
     valid = [f"{c.name} (jaxrigid.{c.__name__})" for c in classes_for(model)]
     raise IncompatibleModelError(
         f"{integrator.name} does not integrate a {type(model).__name__} "
-        f"({integrator.model_requirement}); methods that do: {', '.join(valid) or 'none'}"
+        f"({refusal}); methods that do: {', '.join(valid) or 'none'}"
     )
 
 

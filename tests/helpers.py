@@ -11,16 +11,18 @@ import numpy as np
 
 import jaxrigid as jr
 from jaxrigid.cases import get_case
+from jaxrigid.cases.base import sketch
 from jaxrigid.integrators import RIGID_BODY_METHODS
 from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
 from jaxrigid.lie import quaternion
-from jaxrigid.models.rolling_ball import RollingBall
-from jaxrigid.nonholonomic import LagrangeDAlembertSystem
+from jaxrigid.models.structures import AbstractAttitudeQuaternion, AbstractLagrangeDAlembert
 from jaxrigid.reference import rigid_body_reference
 
 ALL_METHODS = list(RIGID_BODY_METHODS)
-# methods for any rigid body (the torqued Krysl problems); DMV is for the free body only
-TORQUED_METHODS = [n for n in ALL_METHODS if not RIGID_BODY_METHODS[n]().torque_free_only]
+# methods for any rigid body in a potential (the torqued Krysl problems): not DMV, which takes
+# the free body and uniform gravity only (a stand-in of Krysl's Coulomb wall asks)
+TORQUED_BODY = sketch(jr.RigidBody, potential=jr.models.AxialPowerPotential)
+TORQUED_METHODS = [n for n in ALL_METHODS if RIGID_BODY_METHODS[n]().integrates(TORQUED_BODY)]
 SECOND_ORDER = [n for n in ALL_METHODS if RIGID_BODY_METHODS[n]().order == 2]
 PAPER_SEVEN = ["AKW", "BBTRAP", "SWC1", "TRAP", "IMID", "TRAPM", "IMIDM"]
 
@@ -75,14 +77,14 @@ class Heun(AbstractIntegrator):
 
     name: ClassVar[str] = "heun-test"
     order: ClassVar[int] = 2
-    model_types: ClassVar[tuple[type, ...]] = (RollingBall, LagrangeDAlembertSystem)
+    structures = (AbstractAttitudeQuaternion, AbstractLagrangeDAlembert)
 
     def step(self, model, state, solver_state, t, dt):
         k1 = model.vector_field(t, state)
         mid = jax.tree.map(lambda y, k: y + dt * k, state, k1)
         k2 = model.vector_field(t + dt, mid)
         out = jax.tree.map(lambda y, a, b: y + 0.5 * dt * (a + b), state, k1, k2)
-        if isinstance(model, RollingBall):
+        if isinstance(model, AbstractAttitudeQuaternion):
             out = out._replace(q=quaternion.normalize(out.q))
         return out, solver_state, explicit_info(state.q.dtype)
 

@@ -337,20 +337,24 @@ def test_methods_builds_no_model_and_prints_what_the_built_models_say(built, mon
 
 
 def test_applicability_is_asked_of_the_method(monkeypatch, capsys):
-    """Which cases a method applies to follows its `integrates`, not flags: DMV-body made to
-    refuse the heavy top (its flags unchanged) is refused for the heavy-top cases and listed
-    for the free-body cases only."""
+    """Which cases a method applies to, and the command's words when it does not, follow its
+    one hook `requires`: DMV-body made to refuse the heavy top (its other facts unchanged) is
+    refused for the heavy-top cases in the hook's words and listed for the free-body cases
+    only."""
     from jaxrigid.cli import lookups
     from jaxrigid.cli.errors import UsageError
     from jaxrigid.integrators.dmv import DMVBody
-    from jaxrigid.models.rigid_body import RigidBody
 
     def free_body_only(self, model):
-        return isinstance(model, RigidBody) and model.potential is None and model.torque is None
+        return "it integrates the free body only (narrowed)" if model.has_torque else None
 
-    monkeypatch.setattr(DMVBody, "integrates", free_body_only)
+    monkeypatch.setattr(DMVBody, "requires", free_body_only)
     free = ["krysl-torque-free", "dmv-free-body-symmetric", "dmv-free-body-asymmetric"]
-    with pytest.raises(UsageError, match="DMV-body integrates torque-free bodies"):
+    with pytest.raises(
+        UsageError,
+        match=r"DMV-body does not apply to case dmv-heavy-top \(it integrates the free body "
+        r"only \(narrowed\)\)",
+    ):
         lookups.find_method("dmv-body", CASES["dmv-heavy-top"])
     assert lookups.find_method("dmv-body", CASES[free[0]])[0] == "DMV-body"
     assert cli.main(["methods"]) == 0

@@ -234,7 +234,7 @@ def test_refuses_torqued_models_and_declares_its_facts():
     for cls in PREPROCESSED_DMV_METHODS.values():
         integrator = cls()
         assert integrator.integrates(model)
-        assert integrator.symmetric and integrator.implicit and integrator.torque_free_only
+        assert integrator.symmetric and integrator.implicit
         assert integrator.preserves == {"K", "pi", "RtR_error"}
         assert cls.name == f"DMV{cls.order}-{'spatial' if cls.base is DMVSpatial else 'body'}"
         for body in others:

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import method, one_step, problem
+from helpers import TORQUED_METHODS, method, one_step, problem
 
 from jaxrigid.integrators import (
     IMID,
@@ -117,7 +117,7 @@ SYMMETRIC_CASES = [
     (name, case_name)
     for name in SYMMETRIC
     for case_name in PROBLEMS
-    if case_name == "krysl-torque-free" or not method(name).torque_free_only
+    if case_name == "krysl-torque-free" or name in TORQUED_METHODS
 ]
 
 

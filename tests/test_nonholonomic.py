@@ -1,7 +1,7 @@
-"""The Lagrange–d'Alembert engine (`jaxrigid.nonholonomic`, (A.32)–(A.33)) against closed forms:
-the Chaplygin sleigh of `docs/nonholonomic.md` (whose code block runs here), a pendulum as a
-point on a circle (the multiplier's sign), a bead on a rod turned by a prescribed angle (a
-time-dependent `A` and an affine term); singular saddle systems caught; `jit` = eager,
+"""The Lagrange–d'Alembert engine (`jaxrigid.models.nonholonomic`, (A.32)–(A.33)) against
+closed forms: the Chaplygin sleigh of `docs/nonholonomic.md` (whose code block runs here), a
+pendulum as a point on a circle (the multiplier's sign), a bead on a rod turned by a prescribed
+angle (a time-dependent `A` and an affine term); singular saddle systems caught; `jit` = eager,
 `vmap` = loop, `grad` = finite differences."""
 
 import pathlib
@@ -15,7 +15,7 @@ import pytest
 
 from jaxrigid import _checks
 from jaxrigid.lie import quaternion
-from jaxrigid.nonholonomic import (
+from jaxrigid.models.nonholonomic import (
     LagrangeDAlembertState,
     LagrangeDAlembertSystem,
     quaternion_angular_velocity,

@@ -50,11 +50,10 @@ from jaxrigid.integrators import REGISTRY, methods_for
 from jaxrigid.integrators.nonholonomic_midpoint import (
     MidpointDLA,
     discrete_constraint_residual,
-    state_from_coordinates,
 )
 from jaxrigid.integrators.quaternion_rkmk import RKMK2
+from jaxrigid.models.nonholonomic import LagrangeDAlembertState, LagrangeDAlembertSystem
 from jaxrigid.newton import Newton
-from jaxrigid.nonholonomic import LagrangeDAlembertState, LagrangeDAlembertSystem
 from jaxrigid.results import RESULTS
 from jaxrigid.simulation import simulate
 
@@ -293,7 +292,7 @@ def test_engine_structure_along_chunks(which):
 
 
 def test_ball_adapter_inverts_coordinates():
-    """`state_from_coordinates ∘ coordinates` is the identity on ball states (random attitudes,
+    """`from_coordinates ∘ coordinates` is the identity on ball states (random attitudes,
     spins and rail states; to 1e-15 on O(1) values), and a state's coordinates are on the
     constraint: so the ball's velocity constraint holds at every node by the state's form (the
     engine's tests check the velocity solve (6) itself), and the adapter loses nothing."""
@@ -309,7 +308,7 @@ def test_ball_adapter_inverts_coordinates():
         )
         Q, Qdot = model.coordinates(state)
         assert float(jnp.max(jnp.abs(model.system.constraint_residual(0.0, Q, Qdot)))) <= 1e-15
-        assert max_diff(state_from_coordinates(model, Q, Qdot), state) <= 1e-15
+        assert max_diff(model.from_coordinates(Q, Qdot), state) <= 1e-15
 
 
 # --- symmetry -------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ import pytest
 
 import jaxrigid as jr
 from jaxrigid.cases.hamiltonian import CASES
+from jaxrigid.integrators import HAMILTONIAN_METHODS
 from jaxrigid.integrators.classical import RungeKutta
-from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
 from jaxrigid.integrators.tableau import ButcherTableau
 from jaxrigid.models.hamiltonian import CanonicalState
 

@@ -14,10 +14,11 @@ import numpy as np
 import jaxrigid as jr
 from jaxrigid import cli
 from jaxrigid.cases import hamiltonian as cases
+from jaxrigid.integrators import HAMILTONIAN_METHODS
 from jaxrigid.integrators.base import AbstractIntegrator, explicit_info
-from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
 from jaxrigid.models import hamiltonian as ham
 from jaxrigid.models.hamiltonian import CanonicalState
+from jaxrigid.models.structures import AbstractCanonicalSystem
 from jaxrigid.observers import PoincareSection
 
 
@@ -26,7 +27,7 @@ class _ExactRotation(AbstractIntegrator):
 
     name: ClassVar[str] = "exact-rotation"
     order: ClassVar[int] = 99
-    model_types: ClassVar[tuple[type, ...]] = (ham.HamiltonianSystem,)
+    structures = (AbstractCanonicalSystem,)
 
     def step(self, model, state, solver_state, t, h):
         c, s = jnp.cos(h), jnp.sin(h)

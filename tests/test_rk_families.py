@@ -13,8 +13,8 @@ from helpers import integrate, one_step
 import jaxrigid as jr
 from jaxrigid.cases.hamiltonian import CASES
 from jaxrigid.diagnostics import measured_order
+from jaxrigid.integrators import HAMILTONIAN_METHODS
 from jaxrigid.integrators import tableau as tb
-from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
 from jaxrigid.integrators.partitioned import (
     STORMER_VERLET,
     SYMPLECTIC_EULER_A,

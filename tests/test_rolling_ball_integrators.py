@@ -57,6 +57,7 @@ from jaxrigid.integrators.tableau import RK4
 from jaxrigid.lie import quaternion
 from jaxrigid.models.rigid_body import RigidBody
 from jaxrigid.models.rolling_ball import RollingBallState, two_circles_ball
+from jaxrigid.models.structures import AbstractAttitudeQuaternion
 from jaxrigid.results import RESULTS
 
 T_END = 10  # the contract case's horizon; states compared at t = 1, …, 10
@@ -368,12 +369,15 @@ class SpinState(NamedTuple):
     angle: jax.Array
 
 
-class SteadySpin(eqx.Module):
-    """A model of the same form that is no `RollingBall`: a body spinning steadily at the body
+class SteadySpin(AbstractAttitudeQuaternion):
+    """A model of the structure that is no `RollingBall`: a body spinning steadily at the body
     rate `w` (`Ω̇ = 0`), with a Euclidean `angle` (`angle′ = |Ω|`). Exact: `q(t) = q₀ ⊗
     exp(tw)`, `angle(t) = t|w|`."""
 
     state_type: ClassVar[type] = SpinState
+
+    def state_event_ndims(self):
+        return SpinState(1, 1, 0)
 
     def angular_velocity(self, state):
         return state.Omega
@@ -384,9 +388,10 @@ class SteadySpin(eqx.Module):
 
 
 def test_any_model_of_the_same_form():
-    """A state `(q, Omega, angle)` and `angular_velocity`: RKMK8 integrates it (`Omega` and
-    `angle` Euclidean), and for a steady spin reproduces `q₀ ⊗ exp(tw)` — the body rate
-    multiplies on the right — to round-off (1e-13 after 100 steps: Θ ∥ w, every stage exact)."""
+    """A model of the attitude-quaternion structure, state `(q, Omega, angle)`: RKMK8
+    integrates it (`Omega` and `angle` Euclidean), and for a steady spin reproduces
+    `q₀ ⊗ exp(tw)` — the body rate multiplies on the right — to round-off (1e-13 after 100
+    steps: Θ ∥ w, every stage exact)."""
     model, integrator = SteadySpin(), RKMK8()
     assert integrator.integrates(model)
     w = jnp.asarray([0.3, -1.2, 0.7])

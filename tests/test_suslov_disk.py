@@ -14,6 +14,11 @@ from test_nonholonomic import rk4
 from jaxrigid import _checks
 from jaxrigid.controls import SinusoidControl
 from jaxrigid.lie import quaternion
+from jaxrigid.models.nonholonomic import (
+    LagrangeDAlembertSystem,
+    quaternion_angular_velocity,
+    quaternion_rate,
+)
 from jaxrigid.models.rolling_ball import RollingBall, RollingBallState, two_circles_ball
 from jaxrigid.models.rolling_ball_unreduced import (
     RollingBallUnreduced,
@@ -21,11 +26,6 @@ from jaxrigid.models.rolling_ball_unreduced import (
 )
 from jaxrigid.models.rolling_disk import RollingDisk, RollingDiskState
 from jaxrigid.models.suslov import Suslov, SuslovState
-from jaxrigid.nonholonomic import (
-    LagrangeDAlembertSystem,
-    quaternion_angular_velocity,
-    quaternion_rate,
-)
 from jaxrigid.rails import CircleRail, EllipseRail, SegmentRail
 
 E3 = np.array([0.0, 0.0, 1.0])

@@ -22,8 +22,7 @@ from jaxrigid import cli
 from jaxrigid.cases import get_case
 from jaxrigid.cases.symmetric_top import initial_values
 from jaxrigid.diagnostics import measured_order
-from jaxrigid.integrators import RATTLE
-from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
+from jaxrigid.integrators import HAMILTONIAN_METHODS, RATTLE
 from jaxrigid.lie import quaternion
 from jaxrigid.models import symmetric_top as st
 from jaxrigid.models.hamiltonian import CanonicalState

@@ -24,7 +24,7 @@ import pytest
 
 import jaxrigid as jr
 from jaxrigid.cases.hamiltonian import CASES
-from jaxrigid.integrators.hamiltonian_methods import HAMILTONIAN_METHODS
+from jaxrigid.integrators import HAMILTONIAN_METHODS
 from jaxrigid.simulation import AbstractObserver
 
 N_WINDOWS = 20

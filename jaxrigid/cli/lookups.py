@@ -80,12 +80,10 @@ def find_method(name: str, case) -> tuple[str, Any]:
 
 
 def _why_not(key: str, integrator, case) -> str:
-    """Why a method of the case's family does not integrate its model, in words."""
-    if integrator.torque_free_only:  # the methods' own statement of the torques they take
-        extra = sorted(getattr(integrator, "accepted_torques", ()))
-        kinds = "torque-free bodies" + "".join(f" and the {k} torque" for k in extra)
-        return f"method {key} integrates {kinds} only and does not apply to case {case.name}"
-    return f"method {key} does not apply to case {case.name} ({integrator.model_requirement})"
+    """Why a method of the case's family does not integrate its model, in words (the method's
+    `refusal` of the case's first form)."""
+    why = integrator.refusal(case.sketches()[0])
+    return f"method {key} does not apply to case {case.name} ({why})"
 
 
 def parse_sets(items: list[str], case) -> dict[str, float]:

@@ -3,13 +3,7 @@
 import re
 
 from .._suggest import did_you_mean
-from ..models.chain_matrix import RigidBodyChain
-from ..models.chain_quaternion import QuaternionChain
-from ..models.constrained_rigid_body import ConstrainedRigidBody
-from ..models.coupled_bodies import CoupledBodies
-from ..models.director import DirectorRigidBody
-from ..models.hamiltonian import HamiltonianSystem
-from ..models.rigid_body import RigidBody
+from ..models import structures
 from . import tableau as tableau
 from .base import AbstractImplicitIntegrator as AbstractImplicitIntegrator
 from .base import AbstractIntegrator as AbstractIntegrator
@@ -54,7 +48,6 @@ from .dmv_preprocessed import DMV10Spatial as DMV10Spatial
 from .dmv_preprocessed import preprocessed_dmv as preprocessed_dmv
 from .energy_momentum import ENERGY_MOMENTUM_METHODS as ENERGY_MOMENTUM_METHODS
 from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
-from .hamiltonian_methods import HAMILTONIAN_METHODS as HAMILTONIAN_METHODS
 from .lie_group import IMID as IMID
 from .lie_group import IMIDM as IMIDM
 from .lie_group import TRAP as TRAP
@@ -136,26 +129,28 @@ recur (the coupled-bodies DMV shares its paper's name with the single-body one).
 each integrates is its own fact (`integrates`), so a model's methods are found by asking
 (`methods_for`)."""
 
-FAMILIES: dict[str, type | tuple[type, ...]] = {
-    "rigid_body": RigidBody,
-    "hamiltonian": HamiltonianSystem,
-    "director": DirectorRigidBody,
-    "constrained": ConstrainedRigidBody,
-    "coupled_bodies": CoupledBodies,
-    "chain": (QuaternionChain, RigidBodyChain),  # one example in two forms (cases/chain.py)
+FAMILIES: dict[str, tuple[type, ...]] = {
+    "rigid_body": (structures.AbstractLiePoissonBody,),
+    "hamiltonian": (structures.AbstractCanonicalSystem,),
+    "director": (structures.AbstractDirectorBody,),
+    "constrained": (structures.AbstractConstrainedBody,),
+    "coupled_bodies": (structures.AbstractCoupledBodies,),
+    # one example in two forms (cases/chain.py)
+    "chain": (structures.AbstractCanonicalChain, structures.AbstractConstrainedChain),
+    "rolling_ball": (structures.AbstractAttitudeQuaternion, structures.AbstractRollingBall),
+    "lagrange_d_alembert_system": (structures.AbstractLagrangeDAlembert,),
 }
-"""The families of methods, by the model type (or types) they integrate (the CLI's
-grouping)."""
+"""The families of methods, by the model structures they integrate (the CLI's grouping)."""
 
 
 def family_of(cls: type[AbstractIntegrator]) -> str:
-    """The family of an integrator class: that of the first model type it integrates (a model
-    type of no listed family names its own: `RollingBall` → `rolling_ball`)."""
-    model_type = cls.model_types[0]
-    for family, family_type in FAMILIES.items():
-        if issubclass(model_type, family_type):
+    """The family of an integrator class: that of the first structure it integrates (a
+    structure of no listed family names its own: `AbstractGyrostat` → `gyrostat`)."""
+    structure = cls.structures[0]
+    for family, family_structures in FAMILIES.items():
+        if structure in family_structures:
             return family
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", model_type.__name__).lower()
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", structure.__name__.removeprefix("Abstract")).lower()
 
 
 METHODS_BY_FAMILY: dict[str, dict[str, type]] = {}
@@ -166,6 +161,10 @@ factory, as the values of this dict have always been), families in registry orde
 
 RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
 """The rigid-body methods by canonical name (a view of `REGISTRY`)."""
+
+HAMILTONIAN_METHODS = METHODS_BY_FAMILY["hamiltonian"]
+"""The methods for canonical Hamiltonian systems by canonical name, the names of Chaurasia
+(2012) ch. 2 (a view of `REGISTRY`: the classical and partitioned Runge–Kutta methods)."""
 
 
 def classes_for(model) -> list[type[AbstractIntegrator]]:

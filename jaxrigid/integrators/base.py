@@ -4,10 +4,10 @@
     step(model, state, solver_state, t, dt) -> (state, solver_state, StepInfo)
 
 An integrator is a frozen `equinox.Module`; its solver settings are fields and what it is
-(order, symmetry, what it preserves, which models it integrates) are class-level facts, so
-tests and the CLI can run over a registry of all of them. The solver state carries what a
-method reuses between steps (`None` for the methods that reuse nothing). A step is a pure
-function of its arguments: it jits, vmaps over states and model parameters, and
+(order, symmetry, what it preserves, which model structures it integrates) are class-level
+facts, so tests and the CLI can run over a registry of all of them. The solver state carries
+what a method reuses between steps (`None` for the methods that reuse nothing). A step is a
+pure function of its arguments: it jits, vmaps over states and model parameters, and
 differentiates.
 """
 
@@ -21,6 +21,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import results
+from ..models.structures import AbstractStructure, models_of
 from ..newton import Newton, NewtonInfo, max_abs
 from ..results import RESULTS
 
@@ -49,9 +50,9 @@ class AbstractIntegrator(eqx.Module):
     (self-adjoint), `implicit`, and `preserves`: the quantities kept to round-off in the
     absence of forcing — `"K"` kinetic energy, `"pi"` the spatial momentum vector `RΠ`
     (invariants `pi1..3`), `"RtR_error"` orthogonality, `"K_midpoint"` TRAP's midpoint energy
-    (Krysl §3.5: `K` after a forward-Euler half step); `model_types`, the model classes it
-    integrates (`integrates(model)` may narrow that further, e.g. to the torques a method
-    takes, and `model_requirement` says so in words).
+    (Krysl §3.5: `K` after a forward-Euler half step); `structures`, the model structures it
+    integrates (`models.structures`: a model integrated by it subclasses one of them), and
+    `requires(model)`, what it needs beyond them, in words where a model lacks it.
     """
 
     name: ClassVar[str]
@@ -60,8 +61,7 @@ class AbstractIntegrator(eqx.Module):
     implicit: ClassVar[bool] = False
     preserves: ClassVar[frozenset[str]] = frozenset()
     reference: ClassVar[str] = ""
-    model_types: ClassVar[tuple[type, ...]] = ()
-    torque_free_only: ClassVar[bool] = False  # e.g. DMV: the free rigid body only
+    structures: ClassVar[tuple[type[AbstractStructure], ...]] = ()
     # can carry its rounding error (`jaxrigid.compensated`): with its setting
     # `compensated=True`, in its solver state
     compensated_summation: ClassVar[bool] = False
@@ -70,14 +70,29 @@ class AbstractIntegrator(eqx.Module):
     # merged); `compose` uses it, the same method to round-off. None: the generic stages
     fused_composition: ClassVar[type | None] = None
 
-    @property
-    def model_requirement(self) -> str:
-        """What `integrates` asks of a model, in words."""
-        return "it integrates " + " or ".join(t.__name__ for t in self.model_types)
+    def requires(self, model) -> str | None:
+        """What this method needs of a model of its `structures` beyond the structure, in words
+        (`"it integrates …"`), where `model` lacks it; `None` where it lacks nothing (the
+        default). It reads the model's declared facts (which parts it has, their class facts),
+        so a stand-in of a case's model (`cases.base.sketch`) answers as the model would."""
+        del model
+        return None
 
     def integrates(self, model) -> bool:
-        """Whether this method applies to `model` (by default: its type is a `model_types`)."""
-        return isinstance(model, self.model_types)
+        """Whether this method applies to `model`: a model of one of its `structures` that
+        lacks nothing it `requires`."""
+        return isinstance(model, self.structures) and self.requires(model) is None
+
+    def refusal(self, model) -> str | None:
+        """Why this method does not integrate `model`, in words (`None`: it does): the
+        structures it integrates, or what it `requires`. The words of `simulate`'s and the
+        command's refusals."""
+        if not isinstance(model, self.structures):
+            kinds = [
+                f"{s.title} ({', '.join(models_of(s)) or s.__name__})" for s in self.structures
+            ]
+            return "it integrates " + (" or ".join(kinds) or "no model")
+        return self.requires(model)
 
     def value_checks(self, model) -> list:
         """Checks of the model's values that this method needs beyond the model's own

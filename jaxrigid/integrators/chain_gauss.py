@@ -48,7 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..linear_solvers import AbstractLinearSolver, Krylov
-from ..models.chain_quaternion import ChainQuaternionState, QuaternionChain
+from ..models.chain_quaternion import ChainQuaternionState
+from ..models.structures import AbstractCanonicalChain
 from ..newton import Newton
 from . import tableau as tb
 from .base import AbstractImplicitIntegrator, AbstractTableauIntegrator
@@ -179,7 +180,7 @@ class AbstractChainGauss(AbstractTableauIntegrator, AbstractImplicitIntegrator):
     Solver state: the guess `(s, N+2, 14)` of the next step's stage derivatives (`None` for
     one stage, which starts every step from `F(y₀)`)."""
 
-    model_types: ClassVar[tuple[type, ...]] = (QuaternionChain,)
+    structures = (AbstractCanonicalChain,)
     symplectic: ClassVar[bool] = False
     reference: ClassVar[str] = (
         "Chaurasia (2012) §3.3–3.5; Hairer, Lubich & Wanner, GNI §II.1; Hairer & Wanner II §IV.8"

@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import results
-from ..models.chain_matrix import ChainMatrixState, RigidBodyChain
+from ..models.chain_matrix import ChainMatrixState
+from ..models.structures import AbstractConstrainedChain
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, StepInfo
 from .rattle import momentum_projection, position_projection
@@ -44,7 +45,7 @@ class ChainRATTLE(AbstractImplicitIntegrator):
     current state."""
 
     name: ClassVar[str] = "rattle"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBodyChain,)
+    structures = (AbstractConstrainedChain,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"RtR_error", "tangency_error"})

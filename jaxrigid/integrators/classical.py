@@ -17,7 +17,7 @@ from typing import ClassVar
 import equinox as eqx
 from jax.flatten_util import ravel_pytree
 
-from ..models.hamiltonian import HamiltonianSystem
+from ..models.structures import AbstractCanonicalSystem
 from ..newton import Newton
 from . import tableau as tb
 from .base import (
@@ -34,7 +34,7 @@ class AbstractHamiltonianTableauIntegrator(AbstractTableauIntegrator):
     and then keeping Kepler's angular momentum `L` (a quadratic, resp. bilinear `qᵀBp`,
     invariant) to round-off (GNI Thms. IV.2.2–2.3). These are class facts, from the table."""
 
-    model_types: ClassVar[tuple[type, ...]] = (HamiltonianSystem,)
+    structures = (AbstractCanonicalSystem,)
     symplectic: ClassVar[bool] = False
 
     @classmethod

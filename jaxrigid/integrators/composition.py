@@ -42,7 +42,6 @@ class AbstractComposition(AbstractIntegrator):
     name: ClassVar[str] = "composition"
     member_classes: eqx.AbstractClassVar[tuple[type, ...]]
     fractions: eqx.AbstractClassVar[tuple[float, ...]]
-    model_requirement: ClassVar[str] = "every composed method must integrate it"
     integrators: tuple
 
     def __check_init__(self):
@@ -52,8 +51,14 @@ class AbstractComposition(AbstractIntegrator):
                 f"{type(self).__name__} composes {type(self).member_classes}, got {classes}"
             )
 
-    def integrates(self, model) -> bool:
-        return all(i.integrates(model) for i in self.integrators)
+    def requires(self, model) -> str | None:
+        """The first member's refusal (its `structures` are the composition's: every member
+        must integrate the model)."""
+        members: dict[type, AbstractIntegrator] = {}
+        for i in self.integrators:  # once per member class, in order
+            members.setdefault(type(i), i)
+        refusals = (i.refusal(model) for i in members.values())
+        return next((r for r in refusals if r is not None), None)
 
     def value_checks(self, model) -> list:
         """The members' checks, once per member class (the stages repeat a few methods)."""
@@ -190,8 +195,8 @@ def composition_class(
             "fractions": fractions,
             "order": order,
             "implicit": any(c.implicit for c in member_classes),
-            "torque_free_only": any(c.torque_free_only for c in member_classes),
-            "model_types": member_classes[0].model_types if len(set(member_classes)) == 1 else (),
+            # the first member's; `requires` asks every member
+            "structures": member_classes[0].structures,
             "symmetric": symmetric,
             "compensated_summation": all(c.compensated_summation for c in member_classes),
         }

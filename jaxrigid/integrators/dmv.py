@@ -99,7 +99,8 @@ import jax.numpy as jnp
 
 from .. import _linalg
 from ..lie import so3
-from ..models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
+from ..models.rigid_body import RigidBodyState
+from ..models.structures import AbstractLiePoissonBody
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
 
@@ -140,31 +141,28 @@ def solve_moser_veselov(newton: Newton, inertia, h_momentum):
     return solve_on_branch(newton, residual, guess, jnp.zeros_like(guess))
 
 
-def _free_or_heavy_top(model) -> bool:
-    return isinstance(model, RigidBody) and (
-        model.torque is None
-        and (model.potential is None or isinstance(model.potential, HeavyTopPotential))
+def heavy_top_requirement(model) -> str | None:
+    """DMV's `requires`: no torque function, and no potential or uniform gravity (the
+    potential's class fact `uniform_gravity`), whose torque the step splits off exactly."""
+    if model.torque is None and (model.potential is None or model.gravity is not None):
+        return None
+    return (
+        "it integrates the free rigid body and the heavy top only (torque-free bodies and "
+        "uniform gravity: no torque function, and a potential that is None or uniform "
+        "gravity, as HeavyTopPotential)"
     )
 
 
-_DMV_REQUIREMENT = (
-    "it integrates the free rigid body and the heavy top (a RigidBody without a torque "
-    "function, whose potential is None or a HeavyTopPotential)"
-)
-
-
 def heavy_top_gravity(model, name):
-    """The model's `HeavyTopPotential` (`None` for a free body); `ValueError` for any other
+    """The model's uniform gravity (`None` for a free body); `ValueError` for any other
     potential or torque."""
-    if model.torque is not None or not (
-        model.potential is None or isinstance(model.potential, HeavyTopPotential)
-    ):
+    if heavy_top_requirement(model) is not None:
         raise ValueError(
             f"{name} integrates the free rigid body and the heavy top (uniform gravity, "
             "HeavyTopPotential) only; this model has another potential or torque (use IMIDM, "
             "TRAPM, ... for torqued bodies)"
         )
-    return model.potential
+    return model.gravity
 
 
 def body_gravity_torque(gravity, R):
@@ -185,14 +183,11 @@ class DMVBody(AbstractImplicitIntegrator):
     free step (see the module docstring)."""
 
     name: ClassVar[str] = "DMV-body"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
-    model_requirement: ClassVar[str] = _DMV_REQUIREMENT
+    structures = (AbstractLiePoissonBody,)
 
-    def integrates(self, model) -> bool:
-        return _free_or_heavy_top(model)
+    def requires(self, model) -> str | None:
+        return heavy_top_requirement(model)
 
-    torque_free_only: ClassVar[bool] = True
-    accepted_torques: ClassVar[frozenset[str]] = frozenset({"heavy_top"})
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = _PRESERVES
@@ -222,14 +217,11 @@ class DMVSpatial(AbstractImplicitIntegrator):
     Table 4): half kicks `π ± ½h up × χ` with the advected centre of mass `χ_{k+1} = ω χ_k`."""
 
     name: ClassVar[str] = "DMV-spatial"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
-    model_requirement: ClassVar[str] = _DMV_REQUIREMENT
+    structures = (AbstractLiePoissonBody,)
 
-    def integrates(self, model) -> bool:
-        return _free_or_heavy_top(model)
+    def requires(self, model) -> str | None:
+        return heavy_top_requirement(model)
 
-    torque_free_only: ClassVar[bool] = True
-    accepted_torques: ClassVar[frozenset[str]] = frozenset({"heavy_top"})
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = _PRESERVES

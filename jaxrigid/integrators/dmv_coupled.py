@@ -59,7 +59,8 @@ import jax.numpy as jnp
 
 from .. import _linalg
 from ..lie import so3
-from ..models.coupled_bodies import CoupledBodies, CoupledBodiesState
+from ..models.coupled_bodies import CoupledBodiesState
+from ..models.structures import AbstractCoupledBodies
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
 from .dmv import cayley_minus_identity, mass_matrix
@@ -95,7 +96,7 @@ class DMVCoupledBody(AbstractImplicitIntegrator):
     `Λ ← W_1ᵀΛW_2`, `Π_i` from the end-of-step Legendre transform."""
 
     name: ClassVar[str] = "DMV-body"
-    model_types: ClassVar[tuple[type, ...]] = (CoupledBodies,)
+    structures = (AbstractCoupledBodies,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
@@ -130,7 +131,7 @@ class DMVCoupledSpatial(AbstractImplicitIntegrator):
     `R_i ← ω_iR_i`. The same map as `DMVCoupledBody` in exact arithmetic."""
 
     name: ClassVar[str] = "DMV-spatial"
-    model_types: ClassVar[tuple[type, ...]] = (CoupledBodies,)
+    structures = (AbstractCoupledBodies,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})

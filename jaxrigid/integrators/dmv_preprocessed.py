@@ -52,7 +52,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import _linalg
-from ..models.rigid_body import RigidBody
+from ..models.structures import AbstractLiePoissonBody
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator
 from .dmv import DMVBody, DMVSpatial
@@ -156,30 +156,23 @@ def modified_inertia(inertia, Pi, dt, order):
     return _linalg.inv3(sigma * inv + delta * jnp.eye(3, dtype=inv.dtype))
 
 
-def _free(model) -> bool:
-    return isinstance(model, RigidBody) and model.potential is None and model.torque is None
-
-
 class AbstractPreprocessedDMV(AbstractImplicitIntegrator):
     """DMV (`base`: `DMVBody` or `DMVSpatial`) on the modified inertia of order `order`."""
 
     base: ClassVar[type]
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
-    model_requirement: ClassVar[str] = (
-        "it integrates the free rigid body (a RigidBody without potential or torque)"
-    )
-    torque_free_only: ClassVar[bool] = True
-    accepted_torques: ClassVar[frozenset[str]] = frozenset()
+    structures = (AbstractLiePoissonBody,)
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"K", "pi", "RtR_error"})
     reference: ClassVar[str] = _REF
     newton: Newton = eqx.field(default_factory=Newton)
 
-    def integrates(self, model) -> bool:
-        return _free(model)
+    def requires(self, model) -> str | None:
+        if model.has_torque:
+            return "it integrates the free rigid body (a RigidBody without potential or torque)"
+        return None
 
     def step(self, model, state, solver_state, t, dt):
-        if not _free(model):
+        if model.has_torque:
             raise ValueError(
                 f"{self.name} integrates the free rigid body only (the preprocessing is exact "
                 "for it alone); this model has a potential or a torque"

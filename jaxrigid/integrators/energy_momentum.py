@@ -61,6 +61,7 @@ from ..models.director import (
     mass_matrix,
     nontwisting_matrix,
 )
+from ..models.structures import AbstractDirectorBody
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator
 from .dmv import cayley_minus_identity
@@ -164,7 +165,7 @@ class EnergyMomentumAVF(AbstractImplicitIntegrator):
     symmetric; keeps `K` and (standard body) `π` to round-off without load."""
 
     name: ClassVar[str] = "EM-AVF"
-    model_types: ClassVar[tuple[type, ...]] = (DirectorRigidBody,)
+    structures = (AbstractDirectorBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"K", "pi"})

@@ -27,7 +27,8 @@ from .. import results
 from .._linalg import cross, matmul
 from ..compensated import advance, attach, value_of, zero_error
 from ..lie import so3
-from ..models.rigid_body import RigidBody, RigidBodyState
+from ..models.rigid_body import RigidBodyState
+from ..models.structures import AbstractLiePoissonBody
 from ..newton import Newton
 from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, AbstractIntegrator, explicit_info, solve_on_branch
@@ -103,7 +104,7 @@ class ForwardEuler(AbstractIntegrator):
     """Forward Euler on the incremental form, Krysl eq. (11). Explicit, first order."""
 
     name: ClassVar[str] = "fE"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (11)"
@@ -123,7 +124,7 @@ class BackwardEuler(AbstractImplicitIntegrator):
     """Backward Euler on the incremental form, Krysl eq. (12). Implicit, first order."""
 
     name: ClassVar[str] = "bE"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (12)"
@@ -149,7 +150,7 @@ class ForwardEulerMomentum(AbstractIntegrator):
     (`jaxrigid.compensated`)."""
 
     name: ClassVar[str] = "fEM"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (18)"
@@ -177,7 +178,7 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
     """Momentum-conserving backward Euler, Krysl eq. (19): `Π₁ = exp(−Ψ)Π₀ + hT₁`, `Ψ = hΩ₁`."""
 
     name: ClassVar[str] = "bEM"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 1
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) eq. (19)"
@@ -210,7 +211,7 @@ class TRAP(AbstractImplicitIntegrator):
     conserves the 'midpoint' kinetic energy (§3.5), not spatial momentum."""
 
     name: ClassVar[str] = "TRAP"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_RTR, "K_midpoint"})
@@ -246,7 +247,7 @@ class IMID(AbstractImplicitIntegrator):
     kinetic energy exactly in torque-free motion (eqs. 15–16), not spatial momentum."""
 
     name: ClassVar[str] = "IMID"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_RTR})
@@ -280,7 +281,7 @@ class TRAPM(AbstractImplicitIntegrator):
     conserves spatial momentum in torque-free motion."""
 
     name: ClassVar[str] = "TRAPM"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
@@ -329,7 +330,7 @@ class IMIDM(AbstractImplicitIntegrator):
     """
 
     name: ClassVar[str] = "IMIDM"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})

@@ -33,7 +33,8 @@ import jax.numpy as jnp
 
 from .._linalg import cross
 from ..lie import so3
-from ..models.rigid_body import RigidBody, RigidBodyState
+from ..models.rigid_body import RigidBodyState
+from ..models.structures import AbstractLiePoissonBody
 from ..newton import Newton
 from .base import (
     AbstractImplicitIntegrator,
@@ -77,7 +78,7 @@ class AbstractMKRK(AbstractTableauIntegrator):
     """
 
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     reference: ClassVar[str] = "Krysl (2007) §3.7, algorithm MKRK; Munthe-Kaas (1998)"
     dexpinv_degree: ClassVar[int | None] = None
 

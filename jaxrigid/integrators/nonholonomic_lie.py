@@ -104,6 +104,7 @@ from .. import _linalg, results
 from .._linalg import cross
 from ..lie import quaternion, so3
 from ..models.rolling_ball import RollingBall, RollingBallState, vertical
+from ..models.structures import AbstractRollingBall
 from ..newton import Newton
 from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, solve_on_branch
@@ -184,7 +185,7 @@ class NonholonomicDLA(AbstractImplicitIntegrator):
     keeps the discrete rolling constraint (4), `|q| = 1` and `x₃ = r` to round-off."""
 
     name: ClassVar[str] = "DLA"
-    model_types: ClassVar[tuple[type, ...]] = (RollingBall,)
+    structures = (AbstractRollingBall,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"quaternion_norm_error", "height_error"})

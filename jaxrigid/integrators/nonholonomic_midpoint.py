@@ -1,7 +1,7 @@
-"""A midpoint discrete Lagrange–d'Alembert (DLA) integrator for any nonholonomic system of the
-engine (`jaxrigid.nonholonomic.LagrangeDAlembertSystem`), and by an adapter for the unreduced
-rolling ball (`jaxrigid.models.rolling_ball_unreduced.RollingBallUnreduced`: fixed, prescribed
-or dynamic masses).
+"""A midpoint discrete Lagrange–d'Alembert (DLA) integrator for any Lagrange–d'Alembert system
+(`models.structures.AbstractLagrangeDAlembert`): the engine's own
+(`jaxrigid.models.nonholonomic.LagrangeDAlembertSystem`) and the unreduced rolling ball
+(`RollingBallUnreduced`: fixed, prescribed or dynamic masses).
 
 **Construction** (Cortés & Martínez, Nonlinearity 14 (2001) 1365–1392; McLachlan & Perlmutter,
 J. Nonlinear Sci. 16 (2006) 283–328): the generalisation of `nonholonomic_lie.NonholonomicDLA`
@@ -67,9 +67,11 @@ continuous in `h` (`solve_on_branch`, whose root at `h = 0` is `(q̇₀, 0)`); g
 solve by the implicit function theorem (the predictor is cut from them). A non-finite velocity
 from (6) (a singular saddle matrix at `q₁`) is reported as `nonfinite`.
 
-**The ball** (`RollingBallUnreduced`): its state `(q, Ω, x[, θ, θ̇])` is mapped to the engine's
-`(Q, Q̇)` by `model.coordinates` and back by `state_from_coordinates`, which inverts it exactly
-on the constraint (`Ω = 2 Im(q* q̇)/|q|²`, the positions and rail rates read off `Q`, `Q̇`).
+**The model's state** is mapped to the engine's `(Q, Q̇)` by `model.coordinates` and back by
+`model.from_coordinates`, which inverts it exactly on the constraint (the structure's
+contract); the engine is `model.lagrange_dalembert_system()`. For the engine's own system both
+maps are the identity; for the unreduced ball, `(q, Ω, x[, θ, θ̇])` ↔ `(Q, Q̇)` with
+`Ω = 2 Im(q* q̇)/|q|²`.
 """
 
 from __future__ import annotations
@@ -82,15 +84,13 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import results
-from ..models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
-from ..newton import Newton
-from ..nonholonomic import (
-    LagrangeDAlembertState,
+from ..models.nonholonomic import (
     LagrangeDAlembertSystem,
     as_time,
-    quaternion_angular_velocity,
     saddle,
 )
+from ..models.structures import AbstractLagrangeDAlembert
+from ..newton import Newton
 from ..results import RESULTS
 from .base import AbstractImplicitIntegrator, solve_on_branch
 
@@ -98,7 +98,6 @@ __all__ = [
     "MidpointDLA",
     "discrete_constraint_residual",
     "midpoint_dla_step",
-    "state_from_coordinates",
 ]
 
 
@@ -150,26 +149,16 @@ def midpoint_dla_step(system: LagrangeDAlembertSystem, newton: Newton, q0, qdot0
     return q1, qdot1, info
 
 
-def state_from_coordinates(model: RollingBallUnreduced, Q, Qdot) -> RollingBallUnreducedState:
-    """The inverse of `model.coordinates` on the constraint: `q = Q[:4]`, `Ω = 2 Im(q* q̇)/|q|²`
-    (exact for `q·q̇ = 0` and any `|q|`: `½ q Ω♯` gives `q̇` back), `x = Q[4:7]`, and for dynamic
-    masses `θ = Q[7:]`, `θ̇ = Q̇[7:]`."""
-    q = Q[:4]
-    Omega = quaternion_angular_velocity(q, Qdot[:4]) / jnp.dot(q, q)
-    theta = (Q[7:], Qdot[7:]) if model.dynamic else (None, None)
-    return RollingBallUnreducedState(q, Omega, Q[4:7], *theta)
-
-
 class MidpointDLA(AbstractImplicitIntegrator):
     """The midpoint discrete Lagrange–d'Alembert method (5)–(6) (the module's docstring) for a
-    `LagrangeDAlembertSystem` (state `LagrangeDAlembertState(q, qdot)`, `L` quadratic in `q̇`)
-    or a `RollingBallUnreduced`: implicit (one `(n + m)`-unknown Newton solve and one saddle
+    Lagrange–d'Alembert system (`L` quadratic in `q̇`: a `LagrangeDAlembertSystem`, a
+    `RollingBallUnreduced`): implicit (one `(n + m)`-unknown Newton solve and one saddle
     solve per step), symmetric, order 2; keeps the discrete constraint (3), the velocity
     constraint at each node, `|q| = 1` of a quaternion with its row `q·q̇ = 0`, and the ball's
     `x₃ = r`, to round-off."""
 
     name: ClassVar[str] = "DLA-midpoint"
-    model_types: ClassVar[tuple[type, ...]] = (LagrangeDAlembertSystem, RollingBallUnreduced)
+    structures = (AbstractLagrangeDAlembert,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset(
@@ -181,20 +170,11 @@ class MidpointDLA(AbstractImplicitIntegrator):
     )
     newton: Newton = eqx.field(default_factory=Newton)
 
-    @property
-    def model_requirement(self) -> str:
-        return (
-            "it integrates a LagrangeDAlembertSystem (a Lagrangian quadratic in q̇) or a "
-            "RollingBallUnreduced"
-        )
-
     def step(self, model, state, solver_state, t, dt):
-        if isinstance(model, RollingBallUnreduced):
-            Q0, Qdot0 = model.coordinates(state)
-            Q1, Qdot1, info = midpoint_dla_step(model.system, self.newton, Q0, Qdot0, t, dt)
-            return state_from_coordinates(model, Q1, Qdot1), solver_state, info
-        q1, qdot1, info = midpoint_dla_step(model, self.newton, state.q, state.qdot, t, dt)
-        return LagrangeDAlembertState(q1, qdot1), solver_state, info
+        Q0, Qdot0 = model.coordinates(state)
+        system = model.lagrange_dalembert_system()
+        Q1, Qdot1, info = midpoint_dla_step(system, self.newton, Q0, Qdot0, t, dt)
+        return model.from_coordinates(Q1, Qdot1), solver_state, info
 
 
 NONHOLONOMIC_MIDPOINT_CLASSES = (MidpointDLA,)

@@ -143,7 +143,7 @@ class AbstractPartitionedRungeKutta(
     def _gradients(self, model, t, dt):
         """`∂H/∂p` and `∂H/∂q` of each stage (at `t + c_i h` for a time-dependent H)."""
         s = self.tableau.stages
-        if getattr(model, "time_dependent", False):  # H(q, p, t): stages at t + c_i h
+        if model.time_dependent:  # H(q, p, t): stages at t + c_i h
             times = [t + ci * dt for ci in self.tableau.c]
             grad_p = [functools.partial(model.grad_p, t=ti) for ti in times]
             grad_q = [functools.partial(model.grad_q, t=ti) for ti in times]

@@ -1,11 +1,12 @@
 """Runge–Kutta–Munthe-Kaas (RKMK) methods on SO(3) × Rᵏ with the attitude as a unit quaternion:
 explicit, of order 2, 4 and 8 — the rolling ball's Lie-group integrators.
 
-**The models** (`integrates`): `RollingBall`, and any model of the same form: a `NamedTuple`
-state with a field `q`, the attitude as a unit quaternion (w, x, y, z), body → space, with
-`q̇ = ½ q Ω♯` (`Λ̇ = ΛΩ̂`); `angular_velocity(state) -> Ω (3,)`, the body angular velocity; and
-`vector_field(t, state)`, of which every field but `q` is used. Those other fields (Ω, the
-centre `x`, rail coordinates, …) are the Euclidean components `y`.
+**The models**: those of the structure `models.structures.AbstractAttitudeQuaternion` (the
+rolling ball, reduced and unreduced, Suslov's problem): a `NamedTuple` state with a field `q`,
+the attitude as a unit quaternion (w, x, y, z), body → space, with `q̇ = ½ q Ω♯` (`Λ̇ = ΛΩ̂`);
+`angular_velocity(state) -> Ω (3,)`, the body angular velocity; and `vector_field(t, state)`,
+of which every field but `q` is used. Those other fields (Ω, the centre `x`, rail coordinates,
+…) are the Euclidean components `y`.
 
 **The method** (Munthe-Kaas, BIT 38 (1998) 92–111; Hairer, Lubich & Wanner, GNI §IV.8.2). On a
 step of size `h` from `(q₀, y₀)` at `t`, write `Λ(t + τ) = Λ₀ exp(Θ(τ))`, `Θ(0) = 0`:
@@ -45,7 +46,7 @@ import numpy as np
 
 from .. import _linalg, results
 from ..lie import quaternion, so3
-from ..models.rolling_ball import RollingBall
+from ..models.structures import AbstractAttitudeQuaternion
 from ..results import RESULTS
 from .base import AbstractIntegrator, explicit_info
 from .tableau import RK4, ButcherTableau
@@ -254,16 +255,6 @@ def _weighted_sum(h, weights, buffer):
     return h * jnp.sum(w * buffer, axis=0)
 
 
-def _has_quaternion_form(model) -> bool:
-    """One body's unit quaternion `q (..., 4)` (event rank 1 where the model states it: not a
-    chain's `(N+2, 4)`) and `angular_velocity(state)`."""
-    fields = getattr(getattr(model, "state_type", None), "_fields", ())
-    if "q" not in fields or not callable(getattr(model, "angular_velocity", None)):
-        return False
-    event_ndims = getattr(model, "state_event_ndims", None)
-    return event_ndims is None or getattr(event_ndims(), "q", 1) == 1
-
-
 class AbstractQuaternionRKMK(AbstractIntegrator):
     """RKMK on SO(3) × Rᵏ, the attitude a unit quaternion, with the class's explicit `tableau`
     (the module's docstring). Order: the tableau's (exact `dexp⁻¹`). Keeps `|q| = 1` (the
@@ -272,18 +263,8 @@ class AbstractQuaternionRKMK(AbstractIntegrator):
 
     tableau: ClassVar[ButcherTableau]
     preserves: ClassVar[frozenset[str]] = frozenset({"quaternion_norm_error", "height_error"})
-    model_types: ClassVar[tuple[type, ...]] = (RollingBall,)
+    structures = (AbstractAttitudeQuaternion,)
     reference: ClassVar[str] = "Munthe-Kaas (1998); Hairer, Lubich & Wanner, GNI §IV.8.2"
-
-    @property
-    def model_requirement(self) -> str:
-        return (
-            "it integrates RollingBall, or a model whose state has a unit quaternion q "
-            "(q̇ = ½qΩ♯) and that gives angular_velocity(state)"
-        )
-
-    def integrates(self, model) -> bool:
-        return isinstance(model, self.model_types) or _has_quaternion_form(model)
 
     def step(self, model, state, solver_state, t, dt):
         tab, dtype, h = self.tableau, state.q.dtype, dt

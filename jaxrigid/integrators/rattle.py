@@ -31,7 +31,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
-from ..models.constrained_rigid_body import ConstrainedRigidBody
+from ..models.structures import AbstractConstrainedBody
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
 
@@ -90,7 +90,7 @@ class RATTLE(AbstractImplicitIntegrator):
     `potential_gradient(t, R)`; the state is `ConstrainedRigidBodyState(R, P)`."""
 
     name: ClassVar[str] = "rattle"
-    model_types: ClassVar[tuple[type, ...]] = (ConstrainedRigidBody,)
+    structures = (AbstractConstrainedBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"RtR_error", "tangency_error"})

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 
 from .._linalg import cross
 from ..lie import so3
-from ..models.rigid_body import RigidBody, RigidBodyState
+from ..models.rigid_body import RigidBodyState
+from ..models.structures import AbstractLiePoissonBody
 from ..newton import Newton
 from .base import AbstractImplicitIntegrator, solve_on_branch
 from .lie_group import (
@@ -35,7 +36,7 @@ class SWC1(AbstractImplicitIntegrator):
     """
 
     name: ClassVar[str] = "SWC1"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_PI, INVARIANT_RTR})
@@ -71,7 +72,7 @@ class AKW(AbstractImplicitIntegrator):
     momentum in torque-free motion."""
 
     name: ClassVar[str] = "AKW"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_PI, INVARIANT_RTR})
@@ -103,7 +104,7 @@ class BBTRAP(AbstractImplicitIntegrator):
     energy and spatial momentum torque-free (where it coincides with SWC1)."""
 
     name: ClassVar[str] = "BBTRAP"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_K, INVARIANT_PI, INVARIANT_RTR})
@@ -136,7 +137,7 @@ class BBTRAPWD(AbstractImplicitIntegrator):
     Unknowns `(Ψ, Π_n)`: a 6×6 Newton system."""
 
     name: ClassVar[str] = "BBTRAPWD"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     preserves: ClassVar[frozenset[str]] = frozenset({INVARIANT_PI, INVARIANT_RTR})
     reference: ClassVar[str] = "Krysl (2007) §4, algorithm BBTRAPWD (Bottasso & Borri 1998)"

@@ -52,7 +52,8 @@ from .._checks import Check
 from .._linalg import matmul
 from ..compensated import two_sum, zero_error
 from ..lie import quaternion, so3
-from ..models.rigid_body import RigidBody, RigidBodyState
+from ..models.rigid_body import RigidBodyState
+from ..models.structures import AbstractLiePoissonBody
 from ..results import RESULTS
 from .base import AbstractIntegrator, explicit_info
 from .composition import AbstractComposition
@@ -244,11 +245,7 @@ class LiePoissonSplitting(AbstractIntegrator):
     stages)."""
 
     name: ClassVar[str] = "LP-split"
-    model_types: ClassVar[tuple[type, ...]] = (RigidBody,)
-    model_requirement: ClassVar[str] = (
-        "it integrates a RigidBody in principal axes (diagonal inertia) whose torque, if any, "
-        "is a potential's (no torque function)"
-    )
+    structures = (AbstractLiePoissonBody,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
@@ -257,8 +254,13 @@ class LiePoissonSplitting(AbstractIntegrator):
     compensated_summation: ClassVar[bool] = True
     compensated: bool = eqx.field(default=False, static=True)
 
-    def integrates(self, model) -> bool:
-        return isinstance(model, RigidBody) and model.torque is None
+    def requires(self, model) -> str | None:
+        if model.torque is None:
+            return None
+        return (
+            "it integrates a RigidBody in principal axes (diagonal inertia) whose torque, if "
+            "any, is a potential's (no torque function)"
+        )
 
     def value_checks(self, model) -> list[Check]:
         off = off_diagonal_inertia(model.inertia)

@@ -12,6 +12,8 @@ from .coupled_bodies import CoupledBodies as CoupledBodies
 from .coupled_bodies import CoupledBodiesState as CoupledBodiesState
 from .director import DirectorRigidBody as DirectorRigidBody
 from .director import DirectorState as DirectorState
+from .nonholonomic import LagrangeDAlembertState as LagrangeDAlembertState
+from .nonholonomic import LagrangeDAlembertSystem as LagrangeDAlembertSystem
 from .particle_body import ParticleBody as ParticleBody
 from .particle_body import disc as disc
 from .particle_body import regular_tetrahedron as regular_tetrahedron

@@ -38,13 +38,17 @@ __all__ = [
 class AbstractModel(eqx.Module):
     """Base of every model.
 
-    Class fact: `state_type`. Methods: `state_event_ndims()` (a state-shaped pytree of ints:
-    the event rank of each leaf); `check_state_shapes(state)` (raise `ValueError` for wrong
-    shapes: static, runs once before tracing); `parameter_checks()` and
-    `state_checks(state, t=None)` (`Check`s on values, flags over leading axes).
+    Class facts: `state_type`; `time_dependent`, whether the dynamics depend on `t` (a
+    canonical system's `grad_q` and `grad_p` then take it, `(q, p, t)`). Methods:
+    `state_event_ndims()` (a state-shaped pytree of ints: the event rank of each leaf);
+    `check_state_shapes(state)` (raise `ValueError` for wrong shapes: static, runs once before
+    tracing); `parameter_checks()` and `state_checks(state, t=None)` (`Check`s on values, flags
+    over leading axes). Which methods integrate a model is said by its structure
+    (`models.structures`), which it subclasses.
     """
 
     state_type: ClassVar[type]
+    time_dependent: ClassVar[bool] = False
 
     @abc.abstractmethod
     def state_event_ndims(self) -> Any:

@@ -25,9 +25,10 @@ import jax
 import jax.numpy as jnp
 
 from ..lie import so3
-from .base import AbstractModel, Check, event_ndims, finite, per_member
+from .base import Check, event_ndims, finite, per_member
 from .chain_boundary import ChainBoundary
 from .particle_chain import ParticleChain
+from .structures import AbstractConstrainedChain
 
 __all__ = ["ChainMatrixState", "RigidBodyChain", "from_velocities"]
 
@@ -51,7 +52,7 @@ _HELD = {
 }
 
 
-class RigidBodyChain(AbstractModel):
+class RigidBodyChain(AbstractConstrainedChain):
     """The chain of §3.2 in rotation-matrix form.
 
     **Fields:** `chain` a `ParticleChain` (the body, copied `N + 2` times, and the pair

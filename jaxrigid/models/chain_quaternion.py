@@ -47,9 +47,10 @@ import jax.numpy as jnp
 from .. import _checks
 from .._checks import Check
 from ..lie import quaternion as quat
-from .base import AbstractModel, event_ndims, finite, per_member
+from .base import event_ndims, finite, per_member
 from .chain_boundary import ChainBoundary
 from .particle_chain import ParticleChain, quaternion_matrix
+from .structures import AbstractCanonicalChain
 
 __all__ = [
     "ChainQuaternionState",
@@ -95,7 +96,7 @@ def body_angular_velocity(q, qdot):
     return 2.0 * quat.multiply(quat.conjugate(q), qdot)[..., 1:]
 
 
-class QuaternionChain(AbstractModel):
+class QuaternionChain(AbstractCanonicalChain):
     """The chain of `N + 2` bodies of `chain` in quaternions, held as `boundary` says.
 
     **Fields:** `chain` a `ParticleChain` (its body, pair potential and overlap distance);

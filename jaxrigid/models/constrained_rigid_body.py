@@ -19,8 +19,9 @@ import numpy as np
 from .. import _checks
 from .._checks import is_concrete
 from ..lie import so3
-from .base import AbstractModel, Check, event_ndims, finite, rotation_checks
+from .base import Check, event_ndims, finite, rotation_checks
 from .rigid_body import AbstractPotential, potential_conserves
+from .structures import AbstractConstrainedBody
 
 
 class ConstrainedRigidBodyState(NamedTuple):
@@ -31,7 +32,7 @@ class ConstrainedRigidBodyState(NamedTuple):
     P: jax.Array
 
 
-class ConstrainedRigidBody(AbstractModel):
+class ConstrainedRigidBody(AbstractConstrainedBody):
     """A rigid body about a fixed point as a constrained system in ℝ³ˣ³ (§3.2, eq. 3.5–3.10).
 
     **Fields:** `J (3,)` the principal second moments (the diagonal "mass matrix" of

@@ -33,7 +33,8 @@ import jax.numpy as jnp
 from .. import _checks, _linalg
 from .._checks import is_concrete
 from ..lie import so3
-from .base import AbstractModel, Check, event_ndims, finite, rotation_checks, spd3_checks
+from .base import Check, event_ndims, finite, rotation_checks, spd3_checks
+from .structures import AbstractCoupledBodies
 
 
 class CoupledBodiesState(NamedTuple):
@@ -46,7 +47,7 @@ class CoupledBodiesState(NamedTuple):
     Pi: jax.Array
 
 
-class CoupledBodies(AbstractModel):
+class CoupledBodies(AbstractCoupledBodies):
     """Two rigid bodies and a ball-and-socket joint.
 
     **Fields:** `inertia (2, 3, 3)` inertia tensors about each body's centre of mass (body

@@ -37,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _checks
-from .base import AbstractModel, Check, event_ndims, finite, known_zero, spd3_checks
+from .base import Check, event_ndims, finite, known_zero, spd3_checks
+from .structures import AbstractDirectorBody
 
 
 class DirectorState(NamedTuple):
@@ -179,7 +180,7 @@ class MaterialPulseMoment(AbstractMoment):
 # --- the model ----------------------------------------------------------------------------
 
 
-class DirectorRigidBody(AbstractModel):
+class DirectorRigidBody(AbstractDirectorBody):
     """The rigid body in directors (§3.5), or, with `nontwisting=True`, the body whose frame
     is non-twisting (§4.2, constraint 80: `w · d3 = 0`).
 
@@ -265,8 +266,7 @@ class DirectorRigidBody(AbstractModel):
 
 def director_state_checks(state: DirectorState, nontwisting=False, velocities=True):
     """`Check`s of a director state: finite, directors orthonormal and right-handed to √eps,
-    velocities admissible (`H(q) q̇ = 0`, and `G(q) q̇ = 0` for the non-twisting body) to
-    √eps·(1 + |q̇|)."""
+    velocities admissible (`H(q) q̇ = 0`; `G(q) q̇ = 0` if non-twisting) to √eps·(1 + |q̇|)."""
     q, v = state
     tol = float(jnp.finfo(q.dtype).eps) ** 0.5
     ok = finite(q, 1) & finite(v, 1)

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractModel, Check, event_ndims, finite
+from .base import Check, event_ndims, finite
+from .structures import AbstractCanonicalSystem
 
 
 class CanonicalState(NamedTuple):
@@ -26,7 +27,7 @@ class CanonicalState(NamedTuple):
     p: jax.Array
 
 
-class HamiltonianSystem(AbstractModel):
+class HamiltonianSystem(AbstractCanonicalSystem):
     """`H(q, p, params) -> scalar` for one state `q (n,)`, `p (n,)`.
 
     **Fields:** `hamiltonian` (static callable); `params` (pytree of arrays); `extra_invariants`

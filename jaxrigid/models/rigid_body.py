@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -20,7 +20,6 @@ import jax.numpy as jnp
 from .. import _linalg
 from ..lie import so3
 from .base import (
-    AbstractModel,
     Check,
     axis_index,
     event_ndims,
@@ -28,6 +27,7 @@ from .base import (
     rotation_checks,
     spd3_checks,
 )
+from .structures import AbstractLiePoissonBody
 
 
 class RigidBodyState(NamedTuple):
@@ -43,9 +43,13 @@ class AbstractPotential(eqx.Module):
     What the flow in it conserves (`RigidBody.conserved_quantities`): `autonomous`, whether
     `V` does not depend on `t` (then `H` is conserved; the default, `False`, claims nothing);
     `symmetry_axis()`, a spatial axis about which turning the body leaves `V` unchanged
-    (then the spatial momentum along it is conserved), or `None`."""
+    (then the spatial momentum along it is conserved), or `None`; `uniform_gravity`, whether
+    `V = up · (R c)` with fields `up` and `weighted_com` (`c`), which DMV integrates."""
 
     autonomous: ClassVar[bool] = False
+    # `V = up · (R c)`, uniform gravity, with the fields `up (3,)` and `weighted_com (3,)` (`c`):
+    # what DMV's kicks and the heavy top's Casimirs need (`HeavyTopPotential`)
+    uniform_gravity: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, t, R):
@@ -63,6 +67,7 @@ class HeavyTopPotential(AbstractPotential):
     """
 
     autonomous: ClassVar[bool] = True
+    uniform_gravity: ClassVar[bool] = True
     weighted_com: jax.Array
     up: jax.Array
 
@@ -112,7 +117,7 @@ def potential_conserves(potential: AbstractPotential | None) -> frozenset[str]:
     return frozenset(kept)
 
 
-class RigidBody(AbstractModel):
+class RigidBody(AbstractLiePoissonBody):
     """A rigid body about a fixed point.
 
     **Fields:** `inertia (3, 3)` symmetric positive-definite body inertia; `potential` an
@@ -129,6 +134,11 @@ class RigidBody(AbstractModel):
     @property
     def has_torque(self) -> bool:
         return self.potential is not None or self.torque is not None
+
+    @property
+    def gravity(self) -> Any:
+        potential = self.potential
+        return potential if potential is not None and potential.uniform_gravity else None
 
     def angular_velocity(self, Pi):
         """`Ω = 𝕀⁻¹Π`, component by component (`_linalg.matvec`)."""
@@ -171,8 +181,8 @@ class RigidBody(AbstractModel):
         pi = state.R @ state.Pi
         K = self.kinetic_energy(state.Pi)
         extra = {}
-        if isinstance(self.potential, HeavyTopPotential):
-            Gamma = state.R.T @ (self.potential.up / jnp.linalg.norm(self.potential.up))
+        if self.gravity is not None:
+            Gamma = state.R.T @ (self.gravity.up / jnp.linalg.norm(self.gravity.up))
             extra = {"Pi_dot_Gamma": jnp.dot(state.Pi, Gamma), "Gamma_norm": jnp.linalg.norm(Gamma)}
         return {
             "K": K,
@@ -193,13 +203,13 @@ class RigidBody(AbstractModel):
         `torque`, none of these. Always `RtR_error`, and `Gamma_norm` (`|Rᵀ up|/|up|`: one
         for a rotation)."""
         kept = {"RtR_error"}
-        if isinstance(self.potential, HeavyTopPotential):
+        if self.gravity is not None:
             kept.add("Gamma_norm")
         if self.torque is None:
             kept |= potential_conserves(self.potential)
             if self.potential is None:
                 kept |= {"K", "pi1", "pi2", "pi3", "pi_norm"}
-            elif isinstance(self.potential, HeavyTopPotential):
+            elif self.gravity is not None:
                 kept.add("Pi_dot_Gamma")
         return frozenset(kept)
 

@@ -25,14 +25,15 @@ import jax
 import jax.numpy as jnp
 
 from ..lie import quaternion
-from ..nonholonomic import (
+from ..rails import AbstractRail, rail_checks
+from .base import Check, event_ndims, finite, known_zero, spd3_checks
+from .nonholonomic import (
     LagrangeDAlembertSystem,
     callable_parameter,
     quaternion_angular_velocity,
     quaternion_rate,
 )
-from ..rails import AbstractRail, rail_checks
-from .base import AbstractModel, Check, event_ndims, finite, known_zero, spd3_checks
+from .structures import AbstractAttitudeQuaternion, AbstractLagrangeDAlembert
 
 
 class RollingBallUnreducedState(NamedTuple):
@@ -69,7 +70,7 @@ def _force(Q, Qdot, t, ball):
     return jnp.concatenate(parts)
 
 
-class RollingBallUnreduced(AbstractModel):
+class RollingBallUnreduced(AbstractAttitudeQuaternion, AbstractLagrangeDAlembert):
     """The ball of the model note as a Lagrange–d'Alembert system (module docstring).
 
     **Fields** (the conventions of `jaxrigid.models.rolling_ball.RollingBall`): `radius` r;
@@ -203,6 +204,19 @@ class RollingBallUnreduced(AbstractModel):
             Q.append(state.theta)
             Qdot.append(state.theta_dot)
         return jnp.concatenate(Q), jnp.concatenate(Qdot)
+
+    def from_coordinates(self, Q, Qdot) -> RollingBallUnreducedState:
+        """The inverse of `coordinates` on the constraint: `q = Q[:4]`, `Ω = 2 Im(q* q̇)/|q|²`
+        (exact for `q·q̇ = 0` and any `|q|`: `½ q Ω♯` gives `q̇` back), `x = Q[4:7]`, and for
+        dynamic masses `θ = Q[7:]`, `θ̇ = Q̇[7:]`."""
+        q = Q[:4]
+        Omega = quaternion_angular_velocity(q, Qdot[:4]) / jnp.dot(q, q)
+        theta = (Q[7:], Qdot[7:]) if self.dynamic else (None, None)
+        return RollingBallUnreducedState(q, Omega, Q[4:7], *theta)
+
+    def lagrange_dalembert_system(self) -> LagrangeDAlembertSystem:
+        """The engine of this ball's equations (`system`)."""
+        return self.system
 
     def _accelerations(self, t, state):
         Q, Qdot = self.coordinates(state)

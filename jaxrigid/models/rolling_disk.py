@@ -26,8 +26,8 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..nonholonomic import callable_parameter
 from .base import AbstractModel, Check, event_ndims, finite, known_zero
+from .nonholonomic import callable_parameter
 
 
 class RollingDiskState(NamedTuple):

@@ -18,8 +18,9 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..nonholonomic import callable_parameter, quaternion_rate
-from .base import AbstractModel, Check, event_ndims, finite, spd3_checks
+from .base import Check, event_ndims, finite, spd3_checks
+from .nonholonomic import callable_parameter, quaternion_rate
+from .structures import AbstractAttitudeQuaternion
 
 
 class SuslovState(NamedTuple):
@@ -30,7 +31,7 @@ class SuslovState(NamedTuple):
     Omega: jax.Array
 
 
-class Suslov(AbstractModel):
+class Suslov(AbstractAttitudeQuaternion):
     """Suslov's problem, (A.36)–(A.38).
 
     **Fields:** `inertia (3, 3)` SPD body inertia; `xi`, the constraint vector: an array `(3,)`

@@ -30,7 +30,8 @@ from ..._checks import is_concrete
 from ..._linalg import Vec3
 from ...controls import AbstractControl, ConstantControl, ZeroControl
 from ...lie import quaternion
-from ..base import AbstractModel, Check, event_ndims, known_zero
+from ..base import Check, event_ndims, known_zero
+from ..structures import AbstractAttitudeQuaternion, AbstractRollingBall
 from . import checks
 
 __all__ = ["RollingBall", "RollingBallState", "rolling_ball_state", "vertical"]
@@ -61,7 +62,7 @@ def _rows(v, k):
     return jnp.broadcast_to(v, (k,) + v.shape)
 
 
-class RollingBall(AbstractModel):
+class RollingBall(AbstractAttitudeQuaternion, AbstractRollingBall):
     """The rolling ball with `n ≥ 0` point masses on rails driven by a prescribed control.
 
     **Fields** (arrays are traceable, differentiable, sweepable parameters): `radius ()`;

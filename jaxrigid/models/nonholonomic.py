@@ -29,8 +29,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .lie import quaternion
-from .models.base import AbstractModel, Check, event_ndims, finite
+from ..lie import quaternion
+from .base import Check, event_ndims, finite
+from .structures import AbstractLagrangeDAlembert
 
 __all__ = [
     "Derivatives",
@@ -106,7 +107,7 @@ class LagrangeDAlembertState(NamedTuple):
     qdot: jax.Array
 
 
-class LagrangeDAlembertSystem(AbstractModel):
+class LagrangeDAlembertSystem(AbstractLagrangeDAlembert):
     """A mechanical system given by its Lagrangian and linear velocity constraints (A.33).
 
     **Fields:** `lagrangian(q, qdot, t, params) -> scalar`; `constraint(q, qdot, t, params) ->
@@ -249,6 +250,18 @@ class LagrangeDAlembertSystem(AbstractModel):
         ]
 
     # -- the model contract --
+
+    def lagrange_dalembert_system(self) -> LagrangeDAlembertSystem:
+        """This system itself: its coordinates are its state's."""
+        return self
+
+    def coordinates(self, state: LagrangeDAlembertState):
+        """`(q, q̇)` of a state."""
+        return state.q, state.qdot
+
+    def from_coordinates(self, Q, Qdot) -> LagrangeDAlembertState:
+        """The state of `(q, q̇)`."""
+        return LagrangeDAlembertState(Q, Qdot)
 
     def vector_field(self, t, state: LagrangeDAlembertState) -> LagrangeDAlembertState:
         """`(q̇, q̈)` for one member."""
