@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .. import xla_options
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from ..runs.planning import whole_steps
@@ -186,7 +187,7 @@ def _replan_one(problem, settings, plan, state, multipliers: Multipliers, remain
     return plan.with_coefficients(p), Multipliers(lam, mu, rho), fs[-1], cnorms[-1]
 
 
-@eqx.filter_jit
+@xla_options.filter_jit
 def _replan_program(problem, settings, plans, states, multipliers, remaining):
     one = lambda pl, s, m: _replan_one(problem, settings, pl, s, m, remaining)  # noqa: E731
     with reported_in_outcome():
@@ -204,13 +205,13 @@ def replan(problem, plans, states, multipliers, remaining, settings=None):
     return call_filtered(_replan_program, problem, settings, plans, states, multipliers, remaining)
 
 
-@eqx.filter_jit
+@xla_options.filter_jit
 def _start_program(plans, states, shift, warm: bool):
     start = warm_start if warm else cold_start
     return jax.vmap(lambda p, s: start(p, s, shift))(plans, states)
 
 
-@eqx.filter_jit
+@xla_options.filter_jit
 def _segment_program(problem, plans, states, scenarios, at, step0, m):
     def one(plan, state, s: Scenarios, at):
         model = plant(eqx.tree_at(problem.slot.get, problem.model, plan), s)

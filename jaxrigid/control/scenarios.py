@@ -29,6 +29,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .. import xla_options
 from .._checks import is_integer, real_number
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
@@ -173,7 +174,7 @@ class Replay(NamedTuple):
     path: jax.Array
 
 
-@eqx.filter_jit
+@xla_options.filter_jit
 def _replay_program(problem, coefficients, scenarios: Scenarios, steps):
     model = problem.with_coefficients(coefficients)
     target = target_of(problem)
