@@ -37,10 +37,12 @@ stderr each).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import math
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +50,7 @@ import numpy as np
 
 from .._suggest import did_you_mean
 from ..progress import OptimiserProgress, phase
+from ..xla_options import quick_build
 from .control_feedback import add_feedback_arguments, cmd_feedback, wants_feedback
 from .control_plot import plot_control
 from .errors import RunError, UsageError
@@ -339,9 +342,13 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
     import jax.numpy as jnp
 
     from ..control.optimise import multi_start, optimise
-    from ..xla_options import quick_build
 
     start = time.perf_counter()
+    re_method, re_integrator = _resimulation_method(method, problem.model)
+    # host arrays here and for the optimum below: a program's output is committed to its
+    # device, an initial guess is not, and JAX builds a program anew for either kind
+    runs = ((problem.integrator, 1), (re_integrator, REFINE))
+    prebuild = _prebuild(problem, np.asarray(p0s[0]), runs)
     spread: dict[str, np.ndarray | int] | None  # the starts' results, and the best one's index
     # XLA's quick builds (`xla_options`): the optimiser's iteration, called `n_outer` times,
     # with the cheaper fusion emitter; the two runs below, each run once, cheapest of all
@@ -362,12 +369,34 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
         raise RunError(f"problem {name}: the optimisation produced non-finite coefficients")
     # one forward run per method, saved at every step (the miss and the clearance are read
     # from them: each distinct run is a compilation)
+    prebuild.join()  # its programs are the two runs' below (a second build otherwise)
     with phase(f"{name}: simulating the optimum ({method}, saved every step)"), quick_build():
-        traj = _dense(problem, p)
-    re_method, re_integrator = _resimulation_method(method, problem.model)
+        traj = _dense(problem, np.asarray(p))
     with phase(f"{name}: re-simulating it ({re_method}, dt/{REFINE})"), quick_build():
-        resim = _dense(problem, p, re_integrator, REFINE)
+        resim = _dense(problem, np.asarray(p), re_integrator, REFINE)
     return res, spread, seconds, traj, resim, re_method
+
+
+def _prebuild(problem, p0, runs) -> threading.Thread:
+    """Build the programs of `_dense`'s `runs` (`(integrator, refine)` pairs) in a thread,
+    by running them once on the initial coefficients `p0` (same shapes and settings as the
+    optimum's: the same programs), while the optimiser builds and runs its own: XLA compiles
+    outside Python's lock, so on two or more cores the builds overlap. The thread runs in a
+    copy of the caller's context (its `stored_programs` and `quick_build`); a failure there
+    is left for the later call to meet and report."""
+
+    def build():
+        try:
+            with quick_build():
+                for integrator, refine in runs:
+                    _dense(problem, p0, integrator, refine)
+        except Exception:  # noqa: BLE001 - the same call on the optimum raises it again
+            pass
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(build,), daemon=True)
+    thread.start()
+    return thread
 
 
 def _rails(problem, p, traj):
