@@ -9,11 +9,14 @@ import dataclasses
 import io
 import json
 import re
+import threading
 
 import numpy as np
 import pytest
+from jax._src import monitoring
 
 from jaxrigid import cli
+from jaxrigid.cli import control as control_cli
 from jaxrigid.cli.control import NOT_CONVERGED
 from jaxrigid.control import problems
 
@@ -44,16 +47,48 @@ def _control(args):
     return rc, stdout.getvalue(), stderr.getvalue()
 
 
+# a lowering is what every program built anew costs, even one whose executable then comes
+# from the persistent cache (shape checks trace, `eval_shape`, but never lower)
+_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+_OPTIMUM_RUN_LOWERINGS: list[int] = []  # in each of the main thread's runs of the optimum
+
+
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory):
     """reach-point, 2 starts × 4 iterations at dt = 0.25 (20 steps), as JSON: far too few
     iterations to reach the target within 1e-3, so the command exits `NOT_CONVERGED`
-    (`test_not_converged`)."""
+    (`test_not_converged`). Records the programs lowered by the runs of the optimum after
+    the optimiser (`test_the_optimums_runs_were_built_beside_the_optimiser`)."""
+    lowerings: list[str] = []
+    listener = lambda name, *a, **kw: lowerings.append(name) if name == _LOWER else None  # noqa: E731
+    dense = control_cli._dense
+
+    def counted(*args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            return dense(*args, **kwargs)  # the prebuild's
+        before = len(lowerings)
+        out = dense(*args, **kwargs)
+        _OPTIMUM_RUN_LOWERINGS.append(len(lowerings) - before)
+        return out
+
     out = tmp_path_factory.mktemp("control")
     args = [*SHORT_RUN, "--method", "rkmk4", "--out", str(out), "--json"]
-    rc, stdout, stderr = _control(args)
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(control_cli, "_dense", counted)
+            rc, stdout, stderr = _control(args)
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
     assert rc in (0, NOT_CONVERGED), stderr
     return json.loads(stdout), stderr, out, rc
+
+
+def test_the_optimums_runs_were_built_beside_the_optimiser(short_run):
+    # the two runs of the optimum (RKMK4, then DLA at dt/4) reuse the programs a thread built
+    # while the optimiser ran: not one lowered after it (a committed optimum against an
+    # uncommitted initial guess would build both again)
+    assert _OPTIMUM_RUN_LOWERINGS == [0, 0]
 
 
 def test_json_report(short_run):
