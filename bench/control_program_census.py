@@ -1,6 +1,6 @@
 """Why `jaxrigid control reach-point` built slowly (issue 31): the size of one outer
-iteration of the optimiser (`control.optimise._outer`: `n_inner` L-BFGS iterations, then the
-multiplier update) against one evaluation of the augmented Lagrangian and one
+iteration of the optimiser (`control.optimise.outer_iteration`: `n_inner` L-BFGS
+iterations, then the multiplier update) against one evaluation of the augmented Lagrangian and one
 `jax.value_and_grad` of it — jaxpr equations (nested jaxprs counted) and `scan`s, trace
 seconds, and (`--compile`) the outer iteration's XLA compile seconds. The ratio says how many
 copies of the gradient program the outer iteration carries (each call site is traced and
@@ -55,7 +55,7 @@ with_optax = dataclasses.replace(settings, inner=optax.lbfgs())
 
 
 def outer(settings):
-    return lambda c: O._outer(problem, settings, None, c, jnp.int32(0))
+    return lambda c: O.outer_iteration(problem, settings, None, c, jnp.int32(0))
 
 
 rows = {}

@@ -80,9 +80,9 @@ class FixedNewton(eqx.Module):
     chord: bool = eqx.field(static=True, default=False)
 
     def solve(self, f, x):
-        J = nw._value_and_jacobian(f, x)[1] if self.chord else None
+        J = nw.value_and_jacobian(f, x)[1] if self.chord else None
         for _ in range(self.iterations):
-            r, J = (f(x), J) if self.chord else nw._value_and_jacobian(f, x)
+            r, J = (f(x), J) if self.chord else nw.value_and_jacobian(f, x)
             x = x - _linalg.solve(J, r)
         return x, nw.NewtonInfo(jnp.int32(self.iterations), jnp.zeros((), x.dtype), jnp.int32(0))
 

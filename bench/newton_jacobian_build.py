@@ -44,7 +44,7 @@ if A.quick:
     A.members, A.steps, A.repeats = 256, 20, 1
 T0 = time.perf_counter()
 
-CURRENT = linear_solvers._value_and_jacobian
+CURRENT = linear_solvers.value_and_jacobian
 
 
 def columns(f, x):
@@ -87,11 +87,11 @@ rows = {}
 for name in A.methods.split(","):
     rows[name] = {}
     for form, fn in (("jacfwd", CURRENT), ("columns", columns)):
-        linear_solvers._value_and_jacobian = fn
+        linear_solvers.value_and_jacobian = fn
         jax.clear_caches()
         rows[name][form] = measure(name)
         common.log(f"{name} {form}: {rows[name][form]}")
-    linear_solvers._value_and_jacobian = CURRENT
+    linear_solvers.value_and_jacobian = CURRENT
     r = rows[name]
     rows[name]["ratios_jacfwd_over_columns"] = {
         k: r["jacfwd"][k] / r["columns"][k] for k in r["jacfwd"]

@@ -40,7 +40,7 @@ def _jacfwd_and_value(f, x):
     return jax.jacfwd(lambda z: (lambda r: (r, r))(f(z)), has_aux=True)(x)
 
 
-def _value_and_jacobian(f, x):
+def value_and_jacobian(f, x):
     """`f(x)` and its Jacobian by forward-mode autodiff. Up to 3 unknowns column by column
     from `n` JVPs along the unit vectors: unlike `jax.jacfwd` (a `vmap` of the JVP over the
     basis) every column stays a separate small vector, so under an ensemble `vmap` the closed-
@@ -105,13 +105,13 @@ class Auto(AbstractLinearSolver):
     above (`_linalg.solve`). The stopping rule's norm is an unrolled chain of maxima."""
 
     def linearise(self, f, x):
-        return _value_and_jacobian(f, x)
+        return value_and_jacobian(f, x)
 
     def solve(self, op, r):
         return _linalg.solve(op, r)
 
     def tangent_solve(self, g, y):
-        return _linalg.solve(_value_and_jacobian(g, jnp.zeros_like(y))[1], y)
+        return _linalg.solve(value_and_jacobian(g, jnp.zeros_like(y))[1], y)
 
     def norm(self, v):
         return max_abs(v)
@@ -191,7 +191,7 @@ def _diagonal_blocks(lin, x):
     off-diagonal blocks' column j)."""
     b = x.shape[-1]
     basis = jnp.eye(b, dtype=x.dtype)
-    if b > 6:  # as `_value_and_jacobian`: keep the program's size independent of b
+    if b > 6:  # as `value_and_jacobian`: keep the program's size independent of b
         cols = jax.vmap(lambda e: lin(jnp.broadcast_to(e, x.shape)))(basis)
         return jnp.moveaxis(cols, 0, -1)
     return jnp.stack([lin(jnp.broadcast_to(basis[j], x.shape)) for j in range(b)], axis=-1)

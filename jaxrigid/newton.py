@@ -27,8 +27,8 @@ from jax import lax
 
 from ._checks import is_integer
 from .linear_solvers import AbstractLinearSolver, Auto
-from .linear_solvers import _value_and_jacobian as _value_and_jacobian
 from .linear_solvers import max_abs as max_abs
+from .linear_solvers import value_and_jacobian as value_and_jacobian
 from .results import RESULTS, code
 
 

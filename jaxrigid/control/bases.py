@@ -1,11 +1,11 @@
 """The bases of the parametrised controls and actuations: each written once and
 shared by the control `θ(t)` and the actuation `u(t)` on it (`parametrisations`).
 
-- `_LinearInCoefficients`: a function of `t` linear in `coefficients (M, n)` through `M` basis
+- `LinearInCoefficients`: a function of `t` linear in `coefficients (M, n)` through `M` basis
   functions on `[0, T]`, with a `quadrature()` exact for the square of what is integrated;
-- `_BSplineBasis`: clamped uniform B-splines (Cox–de Boor, extrapolated past `[0, T]`) and
+- `BSplineBasis`: clamped uniform B-splines (Cox–de Boor, extrapolated past `[0, T]`) and
   Gauss–Legendre rules per knot interval;
-- `_FourierBasis`: the harmonics `ωₖ = 2πk/T` and the periodic trapezoid rule.
+- `FourierBasis`: the harmonics `ωₖ = 2πk/T` and the periodic trapezoid rule.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .._jet import as_float
 __all__ = ["gauss_legendre_intervals"]
 
 
-def _check_horizon(t_end) -> float:
+def check_horizon(t_end) -> float:
     try:
         t_end = float(t_end)
     except TypeError as err:  # a tracer or an array of several values
@@ -45,7 +45,7 @@ def gauss_legendre_intervals(edges, points: int):
     return nodes.ravel(), weights.ravel()
 
 
-class _LinearInCoefficients(eqx.Module):
+class LinearInCoefficients(eqx.Module):
     """What a parametrised control and a parametrised actuation share: a function of `t`
     linear in `coefficients (M, n)` (one column per mass) through `M` basis functions on
     `[0, T]` (`basis(t) -> (M,)`), and a `quadrature()` on `[0, T]` (nodes, weights; float64
@@ -146,7 +146,7 @@ def _bspline_basis(t, knots: np.ndarray, degree: int, n_intervals: int, h: float
     return N
 
 
-def _bspline_sizes(name: str, n_intervals, degree, min_degree: int, n_basis) -> tuple[int, int]:
+def bspline_sizes(name: str, n_intervals, degree, min_degree: int, n_basis) -> tuple[int, int]:
     """`(n_intervals, degree)` as ints; `ValueError` for a degree below `min_degree`, no
     interval, or `n_basis(n_intervals, degree) < 1`."""
     if not isinstance(degree, (int, np.integer)) or degree < min_degree:
@@ -158,7 +158,7 @@ def _bspline_sizes(name: str, n_intervals, degree, min_degree: int, n_basis) -> 
     return int(n_intervals), int(degree)
 
 
-class _BSplineBasis(eqx.Module):
+class BSplineBasis(eqx.Module):
     """The clamped uniform B-splines of `degree` on `n_intervals` equal intervals of `[0, T]`
     (`n_intervals + degree` of them), and Gauss–Legendre rules per knot interval."""
 
@@ -182,13 +182,13 @@ class _BSplineBasis(eqx.Module):
         return gauss_legendre_intervals(edges, points)
 
 
-def _fourier_harmonics(name: str, n_harmonics) -> int:
+def fourier_harmonics(name: str, n_harmonics) -> int:
     if not isinstance(n_harmonics, (int, np.integer)) or n_harmonics < 0:
         raise ValueError(f"{name}: n_harmonics must be a non-negative integer, got {n_harmonics!r}")
     return int(n_harmonics)
 
 
-class _FourierBasis(eqx.Module):
+class FourierBasis(eqx.Module):
     """The harmonics `ωₖ = 2πk/T`, `k = 1..J` (`J = n_harmonics`), and the periodic trapezoid
     rule on `2J + 1` points, exact for trigonometric polynomials of degree `≤ 2J` (the square
     of a series of degree `J`)."""

@@ -44,7 +44,7 @@ from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from ..runs.planning import whole_steps
 from .bases import gauss_legendre_intervals
-from .optimise import AugmentedLagrangian, _outer
+from .optimise import AugmentedLagrangian, outer_iteration
 from .parametrisations import AbstractParametrisedControl, BSplineActuation, BSplineControl
 from .scenarios import Scenarios, advance, kick_steps, plant, target_of
 
@@ -182,7 +182,7 @@ def _replan_one(problem, settings, plan, state, multipliers: Multipliers, remain
     # the first update keeps ρ (no previous infeasibility to compare with): no extra run
     vnorm0 = jnp.asarray(jnp.inf, p0.dtype)
     carry = (p0, multipliers.lam, multipliers.mu, multipliers.rho, vnorm0)
-    outer = lambda carry, k: _outer(objective, settings, None, carry, k)  # noqa: E731
+    outer = lambda carry, k: outer_iteration(objective, settings, None, carry, k)  # noqa: E731
     (p, lam, mu, rho, _), (_, _, fs, cnorms) = lax.scan(outer, carry, jnp.arange(settings.n_outer))
     return plan.with_coefficients(p), Multipliers(lam, mu, rho), fs[-1], cnorms[-1]
 

@@ -161,7 +161,7 @@ def _initial(objective, p0, settings: AugmentedLagrangian):
     return (p0, jnp.zeros_like(c0), jnp.zeros_like(g0), rho0, _infeasibility(c0, g0)), f0
 
 
-def _outer(objective, settings: AugmentedLagrangian, callback, carry, k):
+def outer_iteration(objective, settings: AugmentedLagrangian, callback, carry, k):
     """One multiplier update: `n_inner` iterations on (AL)+(PHR), then λ, μ and ρ."""
     p, lam, mu, rho, vnorm_prev = carry
 
@@ -241,7 +241,7 @@ def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
     caller's `jit`, `vmap` or `grad` around `optimise`."""
     carry, f0 = _initial(objective, p0, settings)
     cnorm0 = carry[4]
-    outer = lambda carry, k: _outer(objective, settings, callback, carry, k)  # noqa: E731
+    outer = lambda carry, k: outer_iteration(objective, settings, callback, carry, k)  # noqa: E731
     carry, history = lax.scan(outer, carry, jnp.arange(settings.n_outer))
     return _final(objective, carry, history, f0, cnorm0)
 
@@ -262,7 +262,7 @@ def _initial_program(objective, p0, settings, batched):
 @xla_options.filter_jit
 def _outer_program(objective, settings, carry, k, batched):
     with reported_in_outcome():
-        return _mapped(lambda c: _outer(objective, settings, None, c, k), batched)(carry)
+        return _mapped(lambda c: outer_iteration(objective, settings, None, c, k), batched)(carry)
 
 
 @xla_options.filter_jit

@@ -40,10 +40,10 @@ with `ψ` the whole basis (`AbstractParametrisedActuation`, called as the model'
 - `BSplineActuation`: all `n_intervals + degree` clamped uniform B-splines of `degree`
   (default 3: `u ∈ C²`, so `θ ∈ C⁴`); the coefficients are the spline's control points.
 - `FourierActuation`: `u = a₀ + Σₖ aₖ cos ωₖt + bₖ sin ωₖt` (rows `(a₀, a₁, b₁, …)`).
-Each basis is written once (`bases`: `_BSplineBasis`, `_FourierBasis`: knots, Cox–de Boor,
+Each basis is written once (`bases`: `BSplineBasis`, `FourierBasis`: knots, Cox–de Boor,
 harmonics, quadrature) and shared by the control and the actuation on it; what controls and
 actuations share about coefficients (shape checks, `with_coefficients`, the quadrature of a
-square) is `bases._LinearInCoefficients`.
+square) is `bases.LinearInCoefficients`.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ from .._checks import Check
 from .._jet import as_float
 from ..controls import AbstractControl
 from .bases import (
-    _bspline_sizes,
-    _BSplineBasis,
-    _check_horizon,
-    _fourier_harmonics,
-    _FourierBasis,
-    _LinearInCoefficients,
+    BSplineBasis,
+    FourierBasis,
+    LinearInCoefficients,
+    bspline_sizes,
+    check_horizon,
+    fourier_harmonics,
     gauss_legendre_intervals,
 )
 
@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 
-class AbstractParametrisedControl(AbstractControl, _LinearInCoefficients):
+class AbstractParametrisedControl(AbstractControl, LinearInCoefficients):
     """`θ(t) = θ₀ + θ̇₀t + φ(t)ᵀc` (P1) for `n` masses.
 
     **Fields:** `coefficients (M, n)`, `theta0 (n,)`, `theta_dot0 (n,)`; static `t_end`
@@ -106,7 +106,7 @@ class AbstractParametrisedControl(AbstractControl, _LinearInCoefficients):
                     f"column of coefficients), got {s}"
                 )
 
-    size = _LinearInCoefficients.size  # not `AbstractControl`'s (which evaluates θ)
+    size = LinearInCoefficients.size  # not `AbstractControl`'s (which evaluates θ)
 
     def __call__(self, t):
         t = as_float(t)
@@ -130,7 +130,7 @@ class AbstractParametrisedControl(AbstractControl, _LinearInCoefficients):
         return [Check(~ok, f"{type(self).__name__}: coefficients or initial values NaN or inf")]
 
 
-class AbstractParametrisedActuation(_LinearInCoefficients):
+class AbstractParametrisedActuation(LinearInCoefficients):
     """`u(t) = ψ(t)ᵀc` (P2): generalised forces on the rail coordinates of `n` dynamic masses,
     the `actuation` of a `RollingBallUnreduced` (called `u(t) -> (n,)`).
 
@@ -171,7 +171,7 @@ def _zeros_like_float(theta0):
     return theta0 if jnp.issubdtype(theta0.dtype, jnp.inexact) else theta0 * 1.0
 
 
-class BSplineControl(_BSplineBasis, AbstractParametrisedControl):
+class BSplineControl(BSplineBasis, AbstractParametrisedControl):
     """(P1) with `φⱼ = B_{j+2}`, `j = 0..M−1`: the clamped uniform B-splines of `degree` on
     `n_intervals` equal intervals of `[0, T]` (`M = n_intervals + degree − 2`).
 
@@ -193,10 +193,10 @@ class BSplineControl(_BSplineBasis, AbstractParametrisedControl):
     degree: int = eqx.field(static=True, default=5)
 
     def __init__(self, coefficients, theta0, theta_dot0, t_end, n_intervals, degree=5):
-        self.n_intervals, self.degree = _bspline_sizes(
+        self.n_intervals, self.degree = bspline_sizes(
             "BSplineControl", n_intervals, degree, 2, lambda k, p: k + p - 2
         )
-        self.t_end = _check_horizon(t_end)
+        self.t_end = check_horizon(t_end)
         self.coefficients = jnp.asarray(coefficients)
         self.theta0 = jnp.asarray(theta0)
         self.theta_dot0 = jnp.asarray(theta_dot0)
@@ -221,7 +221,7 @@ class BSplineControl(_BSplineBasis, AbstractParametrisedControl):
         return self._interval_rule(self.degree - 1)
 
 
-class FourierControl(_FourierBasis, AbstractParametrisedControl):
+class FourierControl(FourierBasis, AbstractParametrisedControl):
     """(P1) with `θ̈ = a₀ + Σₖ₌₁ᴶ aₖ cos ωₖt + bₖ sin ωₖt`, `ωₖ = 2πk/T` (`M = 2J + 1`;
     coefficient rows `(a₀, a₁, b₁, …, a_J, b_J)`). `θ̈` is analytic; `∫₀ᵀ θ̈² = T(a₀² +
     ½Σ(aₖ² + bₖ²))` (Parseval), which the quadrature (the periodic trapezoid rule on `2J + 1`
@@ -238,8 +238,8 @@ class FourierControl(_FourierBasis, AbstractParametrisedControl):
     n_harmonics: int = eqx.field(static=True)
 
     def __init__(self, coefficients, theta0, theta_dot0, t_end, n_harmonics):
-        self.n_harmonics = _fourier_harmonics("FourierControl", n_harmonics)
-        self.t_end = _check_horizon(t_end)
+        self.n_harmonics = fourier_harmonics("FourierControl", n_harmonics)
+        self.t_end = check_horizon(t_end)
         self.coefficients = jnp.asarray(coefficients)
         self.theta0 = jnp.asarray(theta0)
         self.theta_dot0 = jnp.asarray(theta_dot0)
@@ -265,7 +265,7 @@ def _coefficients(n_basis: int, n, dtype):
     return jnp.zeros((n_basis, int(n)), jnp.result_type(float) if dtype is None else dtype)
 
 
-class BSplineActuation(_BSplineBasis, AbstractParametrisedActuation):
+class BSplineActuation(BSplineBasis, AbstractParametrisedActuation):
     """(P2) with `ψ` all `M = n_intervals + degree` clamped uniform B-splines of `degree` on
     `[0, T]`: `u` is the clamped spline whose control points are the coefficient rows
     (`u(0) = c₀`, `u(T) = c_{M−1}`), `C^{p−1}` (the default `p = 3` gives `u ∈ C²`). The
@@ -282,16 +282,16 @@ class BSplineActuation(_BSplineBasis, AbstractParametrisedActuation):
     degree: int = eqx.field(static=True, default=3)
 
     def __init__(self, coefficients, t_end, n_intervals, degree=3):
-        self.n_intervals, self.degree = _bspline_sizes(
+        self.n_intervals, self.degree = bspline_sizes(
             "BSplineActuation", n_intervals, degree, 0, lambda k, p: k + p
         )  # every clamped B-spline: M = n_intervals + degree
-        self.t_end = _check_horizon(t_end)
+        self.t_end = check_horizon(t_end)
         self.coefficients = jnp.asarray(coefficients)
 
     @classmethod
     def zeros(cls, t_end, n_intervals, n, degree=3, dtype=None):
         """`u = 0` for `n` masses (`dtype`: jax's default float unless given)."""
-        n_intervals, degree = _bspline_sizes(
+        n_intervals, degree = bspline_sizes(
             cls.__name__, n_intervals, degree, 0, lambda k, p: k + p
         )
         return cls(_coefficients(n_intervals + degree, n, dtype), t_end, n_intervals, degree)
@@ -307,7 +307,7 @@ class BSplineActuation(_BSplineBasis, AbstractParametrisedActuation):
         return self._interval_rule(self.degree + 1)
 
 
-class FourierActuation(_FourierBasis, AbstractParametrisedActuation):
+class FourierActuation(FourierBasis, AbstractParametrisedActuation):
     """(P2) with `u = a₀ + Σₖ₌₁ᴶ aₖ cos ωₖt + bₖ sin ωₖt`, `ωₖ = 2πk/T` (`M = 2J + 1`; rows
     `(a₀, a₁, b₁, …, a_J, b_J)`, as `FourierControl`'s for `θ̈`). `∫₀ᵀ u² = T(a₀² +
     ½Σ(aₖ² + bₖ²))` (Parseval), reproduced exactly by the periodic trapezoid rule.
@@ -321,14 +321,14 @@ class FourierActuation(_FourierBasis, AbstractParametrisedActuation):
     n_harmonics: int = eqx.field(static=True)
 
     def __init__(self, coefficients, t_end, n_harmonics):
-        self.n_harmonics = _fourier_harmonics("FourierActuation", n_harmonics)
-        self.t_end = _check_horizon(t_end)
+        self.n_harmonics = fourier_harmonics("FourierActuation", n_harmonics)
+        self.t_end = check_horizon(t_end)
         self.coefficients = jnp.asarray(coefficients)
 
     @classmethod
     def zeros(cls, t_end, n_harmonics, n, dtype=None):
         """`u = 0` for `n` masses (`dtype`: jax's default float unless given)."""
-        n_harmonics = _fourier_harmonics(cls.__name__, n_harmonics)
+        n_harmonics = fourier_harmonics(cls.__name__, n_harmonics)
         return cls(_coefficients(2 * n_harmonics + 1, n, dtype), t_end, n_harmonics)
 
     def basis(self, t):
