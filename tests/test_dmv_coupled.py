@@ -201,11 +201,13 @@ T_END = 100.0
 def references():
     return {
         name: jax.tree_util.tree_map(lambda x: x[0], coupled_reference(*_problem(name), [T_END]))
-        for name in CASE_NAMES
+        for name in ["dmv-coupled-aligned"]
     }
 
 
-@pytest.mark.parametrize("name", CASE_NAMES)
+# The right-angle case's order is measured in tests/test_order_registry.py; the aligned one
+# stays here for what is special to it: Λ = 1 in both solutions.
+@pytest.mark.parametrize("name", ["dmv-coupled-aligned"])
 @pytest.mark.parametrize(
     "method", [m if m == "DMV-body" else pytest.param(m, marks=pytest.mark.slow) for m in METHODS]
 )
