@@ -154,6 +154,7 @@ class MLPPolicy(eqx.Module):
         )
         # an untrained policy is gentle: its output is `last_layer_scale` of a default init's
         last = mlp.layers[-1]
+        assert last.bias is not None  # use_final_bias=True
         mlp = eqx.tree_at(
             lambda m: (m.layers[-1].weight, m.layers[-1].bias),
             mlp,
