@@ -82,7 +82,14 @@ def _train_step(policy, opt_state, opt, problem, m, R, scenarios, at, tasks, wei
     policy = eqx.apply_updates(policy, updates)
     miss = jnp.where(step.ok, step.miss, jnp.nan)
     failed = jnp.mean((~step.ok).astype(step.loss.dtype))
-    return policy, opt_state, step.loss, optax.global_norm(step.grads), jnp.nanmedian(miss), failed
+    return (
+        policy,
+        opt_state,
+        step.loss,
+        optax.tree_utils.tree_l2_norm(step.grads),
+        jnp.nanmedian(miss),
+        failed,
+    )
 
 
 def _stages(settings: TrainSettings, R_max: int) -> list[int]:
@@ -119,7 +126,9 @@ def train_policy(
     records: dict[str, list] = {k: [] for k in History._fields}
     for i, R in enumerate(per_step):
         key = jax.random.fold_in(base, i)
-        scenarios = draw_scenarios(key, settings.batch, settings.sigma, n_masses, problem.t_end, dtype)
+        scenarios = draw_scenarios(
+            key, settings.batch, settings.sigma, n_masses, problem.t_end, dtype
+        )
         at = kick_steps(scenarios, problem.dt)
         batch = tasks(i, R / R_max)
         batch = Tasks(batch.target.astype(dtype), batch.theta0.astype(dtype))
