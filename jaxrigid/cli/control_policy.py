@@ -26,6 +26,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -128,6 +129,7 @@ def cmd_train_policy(args) -> int:
         clip=args.clip or None, curriculum=_curriculum(args.curriculum), interval=INTERVAL,
         seed=args.seed,
     )  # fmt: skip
+    policy: Any
     if family == "reach-region":
         rows = active_rows(problem.control, INTERVAL)
         policy = MLPPolicy(
@@ -153,7 +155,8 @@ def cmd_train_policy(args) -> int:
             print(
                 f"train-policy {family}: step {i + 1}/{args.steps} loss {r['loss']:.4g} "
                 f"|grad| {r['grad_norm']:.3g} median miss {r['median_miss']:.3g} "
-                f"failed {r['failed']:.2f} (R = {r['intervals']}, {time.perf_counter() - t0:.1f} s)",
+                f"failed {r['failed']:.2f} (R = {r['intervals']}, "
+                f"{time.perf_counter() - t0:.1f} s)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -31,15 +31,17 @@ import jax
 import jax.numpy as jnp
 
 from .._input_checks import reported_in_outcome
-from .mpc import partial_effort, replan_steps, warm_start
+from .mpc import replan_steps, warm_start
 from .policies import LinearFeedback, Observation, active_rows, features
 from .scenarios import Scenarios, advance, draw_scenarios, kick_steps, plant, target_of
 
 __all__ = [
     "ClosedLoop",
+    "IntervalMaps",
     "LossWeights",
     "Tasks",
     "closed_loop_rollout",
+    "interval_maps",
     "linear_feedback",
     "loss_and_grad",
     "nominal_tasks",
@@ -83,7 +85,31 @@ def _check_problem(problem) -> None:
         )
 
 
-def _one(problem, policy, m: int, R: int, scenario: Scenarios, at, target, theta0):
+class IntervalMaps(NamedTuple):
+    """What an interval's plan (P1) gives at its end and costs, linear and quadratic in its
+    coefficients `c`: `θ(H) = θₖ + θ̇ₖH + φ(H)ᵀc`, `θ̇(H) = θ̇ₖ + φ'(H)ᵀc` and `∫₀ᴴ Σᵢ θ̈ᵢ² ds
+    = Σᵢ cᵢᵀ G cᵢ` with `G = ∫₀ᴴ φ''φ''ᵀ ds` (the plan's Gauss–Legendre rule restricted to
+    `[0, H)`, exact when `H` is a knot: `mpc.partial_effort`'s). Built once per problem,
+    outside the traced programs: the rollouts then evaluate no basis derivative for them."""
+
+    gram: jax.Array
+    phi: jax.Array
+    dphi: jax.Array
+
+
+def interval_maps(problem, H: float) -> IntervalMaps:
+    """`IntervalMaps` of the problem's control for intervals of length `H`."""
+    plan = problem.control
+    nodes, weights = plan.quadrature()
+    keep = nodes < H
+    dtype = plan.coefficients.dtype
+    nodes, weights = jnp.asarray(nodes[keep], dtype), jnp.asarray(weights[keep], dtype)
+    d2 = jax.vmap(jax.jacfwd(jax.jacfwd(plan._phi)))(nodes)
+    at = jnp.asarray(H, dtype)
+    return IntervalMaps((d2 * weights[:, None]).T @ d2, plan._phi(at), jax.jacfwd(plan._phi)(at))
+
+
+def _one(problem, policy, m: int, R: int, maps, scenario: Scenarios, at, target, theta0):
     """One rollout (C1), unbatched."""
     dt = problem.dt
     plan0 = problem.control
@@ -106,8 +132,11 @@ def _one(problem, policy, m: int, R: int, scenario: Scenarios, at, target, theta
         state, xs, ok_k = advance(
             problem.integrator, model, state, dt, m, step0=k * m, kicks=scenario.kicks, at=at
         )
-        theta, theta_dot, _ = plan.derivatives(m * dt)
-        effort = effort + partial_effort(plan, m * dt)
+        theta, theta_dot = (
+            theta + theta_dot * (m * dt) + maps.phi @ c,
+            theta_dot + maps.dphi @ c,
+        )
+        effort = effort + jnp.sum(c * (maps.gram @ c))
         return (state, theta, theta_dot, effort, ok & ok_k), (features(obs), xs)
 
     state0 = problem.state0
@@ -121,15 +150,17 @@ def _one(problem, policy, m: int, R: int, scenario: Scenarios, at, target, theta
     return miss, effort, ok, state.x, feats, path
 
 
-def _batch(problem, policy, m, R, scenarios, at, tasks: Tasks):
-    one = lambda s, a, x, th: _one(problem, policy, m, R, s, a, x, th)  # noqa: E731
+def _batch(problem, policy, m, R, maps, scenarios, at, tasks: Tasks):
+    one = lambda s, a, x, th: _one(problem, policy, m, R, maps, s, a, x, th)  # noqa: E731
     with reported_in_outcome():
         return jax.vmap(one)(scenarios, at, tasks.target, tasks.theta0)
 
 
 @eqx.filter_jit
-def _rollout_program(problem, policy, m, R, scenarios, at, tasks):
-    miss, effort, ok, final_x, feats, path = _batch(problem, policy, m, R, scenarios, at, tasks)
+def _rollout_program(problem, policy, m, R, maps, scenarios, at, tasks):
+    miss, effort, ok, final_x, feats, path = _batch(
+        problem, policy, m, R, maps, scenarios, at, tasks
+    )
     return ClosedLoop(jnp.where(ok, miss, jnp.nan), effort, ok, final_x, feats, path)
 
 
@@ -152,7 +183,8 @@ def closed_loop_rollout(
     _check_problem(problem)
     m, R = _sizes(problem, interval, intervals)
     at = kick_steps(scenarios, problem.dt)
-    return _rollout_program(problem, policy, m, R, scenarios, at, tasks)
+    maps = interval_maps(problem, m * problem.dt)
+    return _rollout_program(problem, policy, m, R, maps, scenarios, at, tasks)
 
 
 def training_loss(miss, effort, weights: LossWeights):
@@ -172,16 +204,16 @@ class Step(NamedTuple):
     ok: jax.Array
 
 
-def _loss(policy, problem, m, R, scenarios, at, tasks, weights):
-    miss, effort, ok, *_ = _batch(problem, policy, m, R, scenarios, at, tasks)
+def _loss(policy, problem, m, R, maps, scenarios, at, tasks, weights):
+    miss, effort, ok, *_ = _batch(problem, policy, m, R, maps, scenarios, at, tasks)
     return training_loss(miss, effort, weights), (miss, effort, ok)
 
 
-def loss_value_and_grad(policy, problem, m, R, scenarios, at, tasks, weights) -> Step:
+def loss_value_and_grad(policy, problem, m, R, maps, scenarios, at, tasks, weights) -> Step:
     """(C2) and its gradient with respect to the policy's arrays (traceable: `train_policy`'s
     step calls it inside its own program)."""
     (loss, (miss, effort, ok)), grads = eqx.filter_value_and_grad(_loss, has_aux=True)(
-        policy, problem, m, R, scenarios, at, tasks, weights
+        policy, problem, m, R, maps, scenarios, at, tasks, weights
     )
     return Step(loss, grads, miss, effort, ok)
 
@@ -197,7 +229,8 @@ def loss_and_grad(
     _check_problem(problem)
     m, R = _sizes(problem, interval, intervals)
     at = kick_steps(scenarios, problem.dt)
-    return _loss_program(policy, problem, m, R, scenarios, at, tasks, weights)
+    maps = interval_maps(problem, m * problem.dt)
+    return _loss_program(policy, problem, m, R, maps, scenarios, at, tasks, weights)
 
 
 def nominal_tasks(problem, count: int) -> Tasks:
@@ -210,11 +243,12 @@ def nominal_tasks(problem, count: int) -> Tasks:
     )
 
 
-def linear_feedback(problem, coefficients, interval=None) -> LinearFeedback:
+def linear_feedback(problem, coefficients, interval=None, copies: int = 1) -> LinearFeedback:
     """(F2) around the control with `coefficients` (the open-loop optimum) with zero gains:
     `c̄ₖ` the control's tail on interval `k` (`mpc.warm_start` from the previous interval's
     plan: exact when the knot spacing divides `H`), `f̄ₖ` the features of its run on the model
-    (no disturbance) at `tₖ`."""
+    (no disturbance) at `tₖ`. The nominal run is `copies` identical rollouts: a caller that
+    evaluates `copies` scenarios next reuses its program."""
     _check_problem(problem)
     m, R = _sizes(problem, interval, None)
     H = m * problem.dt
@@ -227,6 +261,8 @@ def linear_feedback(problem, coefficients, interval=None) -> LinearFeedback:
     c_bar = jnp.stack(nominal)
     n = c_bar.shape[-1]
     policy = LinearFeedback.zeros(c_bar, jnp.zeros((R, 9 + 2 * n), c_bar.dtype))
-    nominal_plant = draw_scenarios(0, 1, 0.0, problem.model.n_masses, problem.t_end, c_bar.dtype)
-    run = closed_loop_rollout(problem, policy, nominal_plant, nominal_tasks(problem, 1), H)
+    nominal_plant = draw_scenarios(
+        0, copies, 0.0, problem.model.n_masses, problem.t_end, c_bar.dtype
+    )
+    run = closed_loop_rollout(problem, policy, nominal_plant, nominal_tasks(problem, copies), H)
     return LinearFeedback.zeros(c_bar, run.features[0])

@@ -30,7 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .closed_loop import LossWeights, Tasks, _check_problem, _sizes, loss_value_and_grad
+from .closed_loop import (
+    LossWeights,
+    Tasks,
+    _check_problem,
+    _sizes,
+    interval_maps,
+    loss_value_and_grad,
+)
 from .scenarios import draw_scenarios, kick_steps
 
 __all__ = ["History", "TrainSettings", "optimiser", "train_policy"]
@@ -74,9 +81,14 @@ def optimiser(settings: TrainSettings) -> optax.GradientTransformation:
     return optax.apply_if_finite(chain, max_consecutive_errors=10**9)
 
 
+def _norm(tree):
+    """The global 2-norm of a pytree's arrays (`None` leaves skipped)."""
+    return jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(tree)))
+
+
 @eqx.filter_jit
-def _train_step(policy, opt_state, opt, problem, m, R, scenarios, at, tasks, weights):
-    step = loss_value_and_grad(policy, problem, m, R, scenarios, at, tasks, weights)
+def _train_step(policy, opt_state, opt, problem, m, R, maps, scenarios, at, tasks, weights):
+    step = loss_value_and_grad(policy, problem, m, R, maps, scenarios, at, tasks, weights)
     params = eqx.filter(policy, eqx.is_inexact_array)
     updates, opt_state = opt.update(step.grads, opt_state, params)
     policy = eqx.apply_updates(policy, updates)
@@ -86,7 +98,7 @@ def _train_step(policy, opt_state, opt, problem, m, R, scenarios, at, tasks, wei
         policy,
         opt_state,
         step.loss,
-        optax.tree_utils.tree_l2_norm(step.grads),
+        _norm(step.grads),
         jnp.nanmedian(miss),
         failed,
     )
@@ -123,6 +135,7 @@ def train_policy(
     dtype = problem.model.inertia.dtype
     base = jax.random.fold_in(jax.random.key(settings.seed), _SCENARIO_STREAM)
     n_masses = problem.model.n_masses
+    maps = interval_maps(problem, m * problem.dt)
     records: dict[str, list] = {k: [] for k in History._fields}
     for i, R in enumerate(per_step):
         key = jax.random.fold_in(base, i)
@@ -133,7 +146,7 @@ def train_policy(
         batch = tasks(i, R / R_max)
         batch = Tasks(batch.target.astype(dtype), batch.theta0.astype(dtype))
         policy, opt_state, loss, gnorm, miss, failed = _train_step(
-            policy, opt_state, opt, problem, m, R, scenarios, at, batch, settings.weights
+            policy, opt_state, opt, problem, m, R, maps, scenarios, at, batch, settings.weights
         )
         record = {
             "loss": float(loss),
