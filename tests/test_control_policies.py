@@ -254,7 +254,8 @@ def test_train_policy_command_float32(tmp_path):
     """`train-policy reach-region --dtype float32 --json` on a tiny configuration (4 rollouts,
     3 steps, the whole T = 5 horizon at dt = 0.25): one JSON object with the training history
     (every loss and gradient norm finite in float32 over the whole horizon), progress on
-    stderr, a policy file that loads as a float32 `MLPPolicy`."""
+    stderr, a policy file that loads as a float32 `MLPPolicy`; `reach-region --feedback policy
+    --policy FILE --json` evaluates it on the held-out targets of `--seed`."""
     out = tmp_path / "policy.eqx"
     rc, stdout, stderr = _control(["train-policy", "reach-region", "--batch", "4", "--steps",
                                    "3", "--dt", str(DT), "--dtype", "float32", "--log-every",
@@ -271,6 +272,15 @@ def test_train_policy_command_float32(tmp_path):
     policy, header = load_policy(out)
     assert header["metadata"]["family"] == "reach-region"
     assert policy.mlp.layers[0].weight.dtype == jnp.float32
+    rc, stdout, stderr = _control(["reach-region", "--feedback", "policy", "--policy", str(out),
+                                   "--scenarios", "4", "--seed", "5", "--json"])  # fmt: skip
+    assert rc == 0, stderr
+    ev = json.loads(stdout)
+    assert ev["feedback"] == "policy" and ev["scenarios"] == 4 and ev["open_loop_miss"] is None
+    # evaluated on the held-out stream of `--seed`, never a training draw
+    heldout = np.asarray(sample_tasks(5, 4, "heldout", 0, dtype=jnp.float32).target)
+    np.testing.assert_array_equal(np.asarray(ev["heldout_targets"], np.float32), heldout)
+    assert 0 < ev["closed_loop_miss"] <= ev["closed_loop_miss_p90"]
 
 
 @pytest.mark.parametrize(
