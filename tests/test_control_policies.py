@@ -288,6 +288,7 @@ def test_train_policy_command_float32(tmp_path):
     [
         (["train-policy"], "train-policy needs a problem family"),
         (["train-policy", "reach-region", "--batch", "0"], "--batch must be a positive"),
+        (["train-policy", "reach-region", "--init", "nowhere.eqx"], "--init: "),
         (["reach-region", "--feedback", "policy"], "--feedback policy needs --policy FILE"),
         (["reach-region", "--feedback", "policy", "--policy", "nowhere.eqx"], "--policy: "),
         (["follow-circle", "--feedback", "policy"], "problem must be one of reach-region"),

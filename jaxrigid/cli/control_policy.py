@@ -50,6 +50,7 @@ def add_policy_arguments(p) -> None:
     g.add_argument("--curriculum", help="interval counts per stage, e.g. 4,7,10 (default: all)")
     g.add_argument("--dtype", choices=DTYPES, default="float64", help="training precision")
     g.add_argument("--log-every", type=int, default=10, help="a progress line every N steps")
+    g.add_argument("--init", help="train-policy: continue from this policy file (same family)")
 
 
 def _family(name) -> str:
@@ -94,6 +95,23 @@ def _open_loop(problem, args):
     with OptimiserProgress(settings, starts=1, desc="reach-point", file=sys.stderr) as bar:
         res = optimise(problem, problem.initial_coefficients(), settings, callback=bar)
     return jax.block_until_ready(res)
+
+
+def _initial_policy(path, family: str, dtype: str, kind: type):
+    """The policy in `path` to continue training (`--init`): same family, kind and dtype."""
+    from ..control.policy_io import load_policy
+
+    try:
+        policy, header = load_policy(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--init: {err}") from None
+    found = (header["metadata"].get("family"), type(policy), header["dtype"])
+    if found != (family, kind, dtype):
+        raise UsageError(
+            f"--init {path}: a {header['kind']} ({header['dtype']}) for "
+            f"{header['metadata'].get('family')!r}, not a {kind.__name__} ({dtype}) for {family!r}"
+        )
+    return policy
 
 
 def cmd_train_policy(args) -> int:
@@ -147,6 +165,8 @@ def cmd_train_policy(args) -> int:
         def tasks(step, fraction):  # one fixed target (no curriculum scaling of it)
             return nominal_tasks(problem, args.batch)
 
+    if args.init:
+        policy = _initial_policy(args.init, family, args.dtype, type(policy))
     every = max(1, args.log_every)
     t0 = time.perf_counter()
 
@@ -169,6 +189,7 @@ def cmd_train_policy(args) -> int:
         "interval": INTERVAL,
         "seed": args.seed,
         "settings": jsonable(settings._asdict()),
+        "init": args.init,
     }
     save_policy(out, policy, metadata)
     report = jsonable(
