@@ -50,6 +50,9 @@ def add_policy_arguments(p) -> None:
     g.add_argument("--curriculum", help="interval counts per stage, e.g. 4,7,10 (default: all)")
     g.add_argument("--dtype", choices=DTYPES, default="float64", help="training precision")
     g.add_argument("--log-every", type=int, default=10, help="a progress line every N steps")
+    g.add_argument(
+        "--effort-weight", type=float, default=1e-2, help="w in the loss (miss/0.1)² + w·effort"
+    )
     g.add_argument("--init", help="train-policy: continue from this policy file (same family)")
 
 
@@ -119,7 +122,7 @@ def cmd_train_policy(args) -> int:
     import jax
 
     from ..control import region
-    from ..control.closed_loop import linear_feedback, nominal_tasks
+    from ..control.closed_loop import LossWeights, linear_feedback, nominal_tasks
     from ..control.policies import MLPPolicy, active_rows
     from ..control.policy_io import save_policy
     from ..control.training import TrainSettings, train_policy
@@ -145,7 +148,7 @@ def cmd_train_policy(args) -> int:
     settings = TrainSettings(
         steps=args.steps, batch=args.batch, sigma=sigma, learning_rate=args.learning_rate,
         clip=args.clip or None, curriculum=_curriculum(args.curriculum), interval=INTERVAL,
-        seed=args.seed,
+        seed=args.seed, weights=LossWeights(effort_weight=args.effort_weight),
     )  # fmt: skip
     policy: Any
     if family == "reach-region":
