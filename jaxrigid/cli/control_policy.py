@@ -4,8 +4,8 @@ saved one on disturbed scenarios (`jaxrigid.control.closed_loop`).
 
     jaxrigid control train-policy reach-region [--batch N] [--steps S] [--seed S]
                                   [--disturbance SIGMA] [--curriculum R1,R2,..] [--clip C]
-                                  [--learning-rate LR] [--dtype float32|float64] [--dt H]
-                                  [--out FILE] [--json]
+                                  [--learning-rate LR] [--effort-weight W] [--init FILE]
+                                  [--dtype float32|float64] [--dt H] [--out FILE] [--json]
     jaxrigid control train-policy reach-point ...      (a LinearFeedback around the optimum)
     jaxrigid control reach-region --feedback policy --policy FILE [--scenarios K] ...
     jaxrigid control reach-point --feedback policy --policy FILE [--scenarios K] ...
