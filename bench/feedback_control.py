@@ -7,7 +7,15 @@ the warm start and the plant segment (10 plant steps) — and then the re-plans 
 are the zero control with zero multipliers: the budget is fixed, so a call costs the same
 whatever the plan. Writes `results/feedback_control_<device>.json`.
 
+`--part policy`: policy training (`control.training`) instead: for a batch of `B` rollouts
+(default 1, 16, 256, 1024) of reach-region (RKMK4, dt = 0.05, 10 control intervals of 10
+steps, σ = 0.05 scenarios, the command's `MLPPolicy` 64 × 2), the training step's build
+split into trace + lower and compile (`eqx.filter_jit(...).lower(...).compile()`), then the
+step's seconds (median of `--repeats` calls after a warm-up call) and rollouts with their
+gradient per second (`B` / step). Writes `results/feedback_control_policy_<device>.json`.
+
     python bench/feedback_control.py [--scenarios 1,16,256] [--repeats 2] [--quick]
+    python bench/feedback_control.py --part policy [--batches 1,16,256,1024] [--dtype float32]
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from jaxrigid.control import get_problem, mpc  # noqa: E402
 from jaxrigid.control.scenarios import draw_scenarios, kick_steps  # noqa: E402
 from jaxrigid.program_store import call_filtered  # noqa: E402
 
-p = common.parser(__doc__)
+p = common.parser(__doc__, dtype=True)
 p.add_argument("--scenarios", default="1,16,256", help="comma-separated K")
 p.add_argument("--repeats", type=int, default=2)
+p.add_argument("--part", choices=("mpc", "policy"), default="mpc")
+p.add_argument("--batches", default="1,16,256,1024", help="--part policy: comma-separated B")
 A = p.parse_args()
 sizes = [1, 4] if A.quick else [int(k) for k in A.scenarios.split(",")]
 
@@ -75,9 +85,60 @@ def measure(K: int) -> dict:
     return record
 
 
+def measure_policy(B: int) -> dict:
+    import equinox as eqx
+
+    from jaxrigid.control.closed_loop import LossWeights, interval_maps
+    from jaxrigid.control.policies import MLPPolicy, active_rows
+    from jaxrigid.control.region import RADIUS, reach_region, sample_tasks
+    from jaxrigid.control.training import TrainSettings, _train_step, optimiser
+
+    dtype = jnp.dtype(A.dtype)
+    problem = reach_region(dtype=dtype)
+    m = mpc.replan_steps(problem, 0.5)
+    R = problem.n_steps // m
+    policy = MLPPolicy(
+        active_rows(problem.control, 0.5), 2, 5.0, RADIUS, key=jax.random.key(0), dtype=dtype
+    )
+    opt = optimiser(TrainSettings())
+    opt_state = opt.init(eqx.filter(policy, eqx.is_inexact_array))
+    maps = interval_maps(problem, 0.5)
+    scenarios = draw_scenarios(0, B, 0.05, 2, problem.t_end, dtype)
+    at = kick_steps(scenarios, problem.dt)
+    t = sample_tasks(0, B, dtype=dtype)
+    args = (policy, opt_state, opt, problem, m, R, maps, scenarios, at, t, LossWeights())
+    t0 = time.perf_counter()
+    lowered = _train_step.lower(*args)
+    lower_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t0
+    timed(lambda: compiled(*args))  # warm-up
+    runs = [timed(lambda: compiled(*args))[1] for _ in range(A.repeats)]
+    step = statistics.median(runs)
+    common.log(
+        f"B = {B}: trace+lower {lower_s:.1f} s, compile {compile_s:.1f} s, step {step:.3f} s, "
+        f"{B / step:.1f} rollouts with gradient / s"
+    )
+    return {
+        "batch": B,
+        "dtype": A.dtype,
+        "steps_per_rollout": problem.n_steps,
+        "trace_lower_seconds": lower_s,
+        "compile_seconds": compile_s,
+        "step_seconds": step,
+        "calls": runs,
+        "rollouts_with_gradient_per_second": B / step,
+    }
+
+
 t0 = time.perf_counter()
-records = [measure(K) for K in sizes]
-path = common.write_results(
-    A.out, f"feedback_control_{common.device_tag(quick=A.quick)}.json", {"results": records}, t0
-)
+if A.part == "policy":
+    batches = [1, 4] if A.quick else [int(b) for b in A.batches.split(",")]
+    records = [measure_policy(B) for B in batches]
+    name = f"feedback_control_policy_{common.device_tag(A.dtype, quick=A.quick)}.json"
+else:
+    records = [measure(K) for K in sizes]
+    name = f"feedback_control_{common.device_tag(quick=A.quick)}.json"
+path = common.write_results(A.out, name, {"results": records}, t0)
 print(path)

@@ -251,7 +251,7 @@ def test_command_json(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--feedback", "policy"], "--feedback policy is not available yet"),
+        (["--feedback", "policy"], "--feedback policy needs --policy FILE"),
         (["--scenarios", "4"], "--scenarios need --feedback mpc"),
         (["--feedback", "mpc", "--scenarios", "0"], "--scenarios must be a positive integer"),
         (["--feedback", "mpc", "--disturbance", "-1"], "--disturbance must be a finite number"),

@@ -53,6 +53,7 @@ from ..progress import OptimiserProgress, phase
 from ..xla_options import quick_build
 from .control_feedback import add_feedback_arguments, cmd_feedback, wants_feedback
 from .control_plot import plot_control
+from .control_policy import add_policy_arguments, cmd_policy, cmd_train_policy
 from .errors import RunError, UsageError
 from .output import jsonable, make_out_dir, save_with_plot
 
@@ -93,6 +94,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default="jaxrigid-out", help="output directory")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_feedback_arguments(p)  # --feedback mpc: `control_feedback`
+    add_policy_arguments(p)  # train-policy FAMILY, --feedback policy: `control_policy`
 
 
 def _problem_name(name: str) -> str:
@@ -185,8 +187,12 @@ def cmd_control(args) -> int:
     from ..control.problems import get_problem, initial_guesses
     from ..program_store import stored_programs
 
+    if args.problem.lower() == "train-policy":
+        return cmd_train_policy(args)
     if wants_feedback(args):
         return cmd_feedback(args)
+    if getattr(args, "feedback", "none") == "policy":
+        return cmd_policy(args)
     started = time.perf_counter()  # the total the summary reports, building included
     name = _problem_name(args.problem)
     mode = getattr(args, "mode", "prescribed")

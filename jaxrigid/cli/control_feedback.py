@@ -5,8 +5,8 @@ control (`jaxrigid.control.mpc`) on the same disturbed scenarios (`jaxrigid.cont
                              [--disturbance SIGMA] [--replan-every H] [--seed S] ...
 
 `--feedback none` (the default) is the open-loop command of `cli.control`, unchanged; the
-feedback options need `--feedback mpc`. `--feedback policy` (trained feedback policies) is
-not available yet: a usage error says so. With `--feedback mpc` the command optimises the
+feedback options need `--feedback mpc` (or `policy`). `--feedback policy` evaluates a trained
+policy (`cli.control_policy`). With `--feedback mpc` the command optimises the
 open loop (the problem's settings, `--iterations`; on a B-spline whose knot spacing divides
 `H`, `mpc.basis_size`), draws `K` scenarios of size `SIGMA` from `--seed`, replays the
 open-loop optimum on them and runs MPC on them, then reports the medians and writes
@@ -41,7 +41,7 @@ def add_feedback_arguments(p) -> None:
         choices=FEEDBACK,
         default="none",
         help="none: the open-loop optimum (default); mpc: receding-horizon control; "
-        "policy: not available yet",
+        "policy: a trained policy (--policy FILE, from train-policy)",
     )
     g.add_argument(
         "--scenarios", type=int, help=f"disturbed scenarios (default {DEFAULT_SCENARIOS})"
@@ -56,14 +56,9 @@ def add_feedback_arguments(p) -> None:
 
 
 def wants_feedback(args) -> bool:
-    """Whether the run closes the loop; `UsageError` for feedback options without
-    `--feedback mpc` and for `--feedback policy`."""
+    """Whether the run closes the loop by MPC; `UsageError` for feedback options without
+    `--feedback mpc` or `policy`."""
     feedback = getattr(args, "feedback", "none")
-    if feedback == "policy":
-        raise UsageError(
-            "--feedback policy is not available yet (trained feedback policies come later); "
-            "use --feedback mpc"
-        )
     given = [
         flag
         for flag, name in (
@@ -74,7 +69,7 @@ def wants_feedback(args) -> bool:
         if getattr(args, name, None) is not None
     ]
     if feedback == "none" and given:
-        raise UsageError(f"{', '.join(given)} need --feedback mpc")
+        raise UsageError(f"{', '.join(given)} need --feedback mpc or policy")
     return feedback == "mpc"
 
 

@@ -2,10 +2,16 @@
 `docs/rolling-ball-model.md`, "Optimal control"): parametrised controls `θ(t)`
 (prescribed masses) and actuations `u(t)` (dynamic masses, forces on the rails), composable
 costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `simulate`, and
-named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`) and
-receding-horizon control on them (`mpc`)."""
+named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`),
+receding-horizon control on them (`mpc`), and feedback policies trained through the
+simulator (`policies`, `closed_loop`, `training`, `policy_io`; the `reach-region` family,
+`region`)."""
 
 from . import mpc as mpc
+from .closed_loop import Tasks as Tasks
+from .closed_loop import closed_loop_rollout as closed_loop_rollout
+from .closed_loop import linear_feedback as linear_feedback
+from .closed_loop import loss_and_grad as loss_and_grad
 from .costs import AbstractCost as AbstractCost
 from .costs import CirclePath as CirclePath
 from .costs import ContactLimits as ContactLimits
@@ -31,6 +37,10 @@ from .parametrisations import BSplineActuation as BSplineActuation
 from .parametrisations import BSplineControl as BSplineControl
 from .parametrisations import FourierActuation as FourierActuation
 from .parametrisations import FourierControl as FourierControl
+from .policies import LinearFeedback as LinearFeedback
+from .policies import MLPPolicy as MLPPolicy
+from .policy_io import load_policy as load_policy
+from .policy_io import save_policy as save_policy
 from .problems import DEFAULT_STEP as DEFAULT_STEP
 from .problems import MODES as MODES
 from .problems import PROBLEMS as PROBLEMS
@@ -40,7 +50,11 @@ from .problems import default_settings as default_settings
 from .problems import get_problem as get_problem
 from .problems import initial_guesses as initial_guesses
 from .problems import parametrised_slot as parametrised_slot
+from .region import reach_region as reach_region
+from .region import sample_tasks as sample_tasks
 from .scenarios import Replay as Replay
 from .scenarios import Scenarios as Scenarios
 from .scenarios import draw_scenarios as draw_scenarios
 from .scenarios import replay as replay
+from .training import TrainSettings as TrainSettings
+from .training import train_policy as train_policy

@@ -1,0 +1,190 @@
+"""Feedback policies for the rolling ball: maps from what the controller measures at the start
+of a control interval to the controls of that interval.
+
+A closed loop (`closed_loop`) runs the horizon as `R` intervals of length `H` (as MPC runs
+its re-plans). At the start `tₖ = kH` of interval `k` the policy sees an `Observation`
+(the plant's centre `x[:2]`, body angular velocity `Ω`, attitude `q`, the rails' `θₖ`,
+`θ̇ₖ`, the target `x*`, the time left `T − tₖ`, the index `k`) and returns the coefficients
+of interval `k`'s plan, in the problems' own parametrisation (P1) in local time `s = t − tₖ`:
+
+    θ(s) = θₖ + θ̇ₖ s + Σⱼ φⱼ(s) cⱼ,        c = policy(observation)                    (F1)
+
+(`θₖ`, `θ̇ₖ` the previous plan's at `H`, so the rails stay C¹ across intervals; a clamped
+B-spline on `[0, T]` whose knot spacing `Δ` divides `H`). Only the first `p + H/Δ − 2` rows
+of `c` have a basis function nonzero on `[0, H)` (`active_rows`), so a policy returns those
+rows, `(rows, n)`; the rest are zero.
+
+- `LinearFeedback`: a time-varying linear feedback around a nominal (open-loop) plan,
+
+      cₖ = c̄ₖ + Kₖ (f(observation) − f̄ₖ),   f = (x[:2], Ω, q, θ, θ̇)                  (F2)
+
+  with `c̄ₖ` the open-loop optimum's tail on interval `k` (`mpc.warm_start`, exact when
+  `Δ` divides `H`), `f̄ₖ` the features of the nominal run at `tₖ`, and `Kₖ (rows·n, F)`
+  the trainable gains; `K = 0` is the open loop exactly.
+- `MLPPolicy`: `c = s · MLP(normalised (x[:2] − x*, x*, Ω, q, sin θ, cos θ, θ̇, (T − tₖ)/T))`
+  (F3), `tanh` hidden layers (smooth, so the closed loop's gradient is), the last layer's
+  weights scaled down at initialisation so an untrained policy barely moves the masses.
+
+The nominal arrays and normalisations pass through `stop_gradient`: a policy's gradient is
+its trainable parameters' only (gains; the MLP's weights and biases).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+__all__ = ["LinearFeedback", "MLPPolicy", "Observation", "active_rows", "n_features"]
+
+
+class Observation(NamedTuple):
+    """What a policy sees at the start of interval `k`: `x (2,)` the plant's centre in the
+    plane, `Omega (3,)`, `q (4,)`, `theta (n,)`, `theta_dot (n,)` the rails' (the running
+    plan's), `target (2,)`, `remaining ()` the time left `T − tₖ`, `interval ()` `k`
+    (int32)."""
+
+    x: jax.Array
+    Omega: jax.Array
+    q: jax.Array
+    theta: jax.Array
+    theta_dot: jax.Array
+    target: jax.Array
+    remaining: jax.Array
+    interval: jax.Array
+
+
+def n_features(n_masses: int) -> int:
+    """The length of (F2)'s features `(x[:2], Ω, q, θ, θ̇)`: `9 + 2n`."""
+    return 9 + 2 * n_masses
+
+
+def features(obs: Observation):
+    """(F2)'s features `(x[:2], Ω, q, θ, θ̇)` concatenated, `(9 + 2n,)`."""
+    return jnp.concatenate([obs.x, obs.Omega, obs.q, obs.theta, obs.theta_dot])
+
+
+def active_rows(plan, interval: float) -> int:
+    """The coefficient rows of a clamped B-spline control (P1) whose basis functions are
+    nonzero somewhere on `[0, interval)`: `B_{j+2}` starts at `max(0, (j + 2 − p)Δ)`, so rows
+    `j < p + h − 2` with `h = interval/Δ` knot intervals (rounded up); at most all `M`."""
+    spacing = plan.t_end / plan.n_intervals
+    h = math.ceil(interval / spacing - 1e-9)
+    return min(plan.n_basis, plan.degree + h - 2)
+
+
+class LinearFeedback(eqx.Module):
+    """(F2): `gains (R, rows·n, F)` trainable; `nominal_coefficients (R, rows, n)` and
+    `nominal_features (R, F)` fixed (the open-loop optimum's, `closed_loop.linear_feedback`
+    builds them). Called on an `Observation`, returns interval `k`'s `(rows, n)`."""
+
+    gains: jax.Array
+    nominal_coefficients: jax.Array
+    nominal_features: jax.Array
+
+    @property
+    def rows(self) -> int:
+        return self.nominal_coefficients.shape[1]
+
+    @property
+    def n_masses(self) -> int:
+        return self.nominal_coefficients.shape[2]
+
+    @property
+    def intervals(self) -> int:
+        return self.nominal_coefficients.shape[0]
+
+    @classmethod
+    def zeros(cls, nominal_coefficients, nominal_features) -> LinearFeedback:
+        """Zero gains: the nominal (open-loop) plan on every interval."""
+        R, rows, n = nominal_coefficients.shape
+        F = nominal_features.shape[-1]
+        gains = jnp.zeros((R, rows * n, F), nominal_coefficients.dtype)
+        return cls(gains, nominal_coefficients, nominal_features)
+
+    def __call__(self, obs: Observation):
+        k = obs.interval
+        c_bar = jax.lax.stop_gradient(self.nominal_coefficients)[k]
+        f_bar = jax.lax.stop_gradient(self.nominal_features)[k]
+        dc = self.gains[k] @ (features(obs) - f_bar)
+        return c_bar + dc.reshape(c_bar.shape)
+
+
+class MLPPolicy(eqx.Module):
+    """(F3): `mlp` an `eqx.nn.MLP` (`tanh`) from `2·2 + 7 + 3n + 1` normalised inputs to
+    `rows·n` outputs, scaled by `output_scale`; static `rows`, `n_masses`, `horizon` (`T`, the
+    time normalisation), `radius` (the position normalisation), `width`, `depth`."""
+
+    mlp: eqx.nn.MLP
+    rows: int = eqx.field(static=True)
+    n_masses: int = eqx.field(static=True)
+    horizon: float = eqx.field(static=True)
+    radius: float = eqx.field(static=True)
+    output_scale: float = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    depth: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        rows: int,
+        n_masses: int,
+        horizon: float,
+        radius: float,
+        *,
+        key,
+        width: int = 64,
+        depth: int = 2,
+        output_scale: float = 1.0,
+        last_layer_scale: float = 1e-2,
+        dtype=None,
+    ):
+        self.rows, self.n_masses, self.width, self.depth = rows, n_masses, width, depth
+        self.horizon, self.radius, self.output_scale = horizon, radius, output_scale
+        mlp = eqx.nn.MLP(
+            self.in_size(n_masses),
+            rows * n_masses,
+            width,
+            depth,
+            activation=jnp.tanh,
+            dtype=jnp.result_type(float) if dtype is None else dtype,
+            key=key,
+        )
+        # an untrained policy is gentle: its output is `last_layer_scale` of a default init's
+        last = mlp.layers[-1]
+        assert last.bias is not None  # use_final_bias=True
+        mlp = eqx.tree_at(
+            lambda m: (m.layers[-1].weight, m.layers[-1].bias),
+            mlp,
+            (last.weight * last_layer_scale, jnp.zeros_like(last.bias)),
+        )
+        self.mlp = mlp
+
+    @staticmethod
+    def in_size(n_masses: int) -> int:
+        """`(x − x*)/r (2), x*/r (2), Ω (3), q (4), sin θ, cos θ, θ̇/ω₀ (3n), (T − t)/T (1)`."""
+        return 12 + 3 * n_masses
+
+    def inputs(self, obs: Observation):
+        """(F3)'s normalised inputs: positions over `radius`, rail speeds over `2π/T` (a mass
+        going round its rail once over the horizon), the time left over `T`."""
+        r = self.radius
+        omega0 = 2 * math.pi / self.horizon
+        return jnp.concatenate(
+            [
+                (obs.x - obs.target) / r,
+                obs.target / r,
+                obs.Omega,
+                obs.q,
+                jnp.sin(obs.theta),
+                jnp.cos(obs.theta),
+                obs.theta_dot / omega0,
+                jnp.reshape(obs.remaining / self.horizon, (1,)),
+            ]
+        )
+
+    def __call__(self, obs: Observation):
+        out = self.mlp(self.inputs(obs).astype(self.mlp.layers[0].weight.dtype))
+        return self.output_scale * out.reshape(self.rows, self.n_masses)

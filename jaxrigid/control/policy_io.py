@@ -1,0 +1,124 @@
+"""Self-describing policy files: `save_policy(path, policy, metadata)`, `load_policy(path)`.
+
+A file is
+
+    JAXRIGID-POLICY 1\\n
+    {"kind": ..., "sizes": {...}, "dtype": ..., "metadata": {...}}\\n     (one line of JSON)
+    <the policy's arrays, `equinox.tree_serialise_leaves`>
+
+The header names the class (`MLPPolicy`, `LinearFeedback`), the sizes that rebuild its
+structure, the parameters' dtype and free metadata (the problem family, the training
+settings, …), so `load_policy` needs nothing but the file. A file that is not a policy file,
+or whose header or arrays are damaged or truncated, raises `ValueError` naming the file and
+what is wrong.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .policies import LinearFeedback, MLPPolicy
+
+__all__ = ["MAGIC", "load_policy", "save_policy"]
+
+MAGIC = b"JAXRIGID-POLICY 1\n"
+
+
+def _sizes(policy) -> dict:
+    if isinstance(policy, MLPPolicy):
+        return {
+            "rows": policy.rows,
+            "n_masses": policy.n_masses,
+            "horizon": policy.horizon,
+            "radius": policy.radius,
+            "width": policy.width,
+            "depth": policy.depth,
+            "output_scale": policy.output_scale,
+        }
+    if isinstance(policy, LinearFeedback):
+        R, rows, n = policy.nominal_coefficients.shape
+        return {"intervals": R, "rows": rows, "n_masses": n, "features": policy.gains.shape[-1]}
+    raise TypeError(f"save_policy: not a policy: {type(policy).__name__}")
+
+
+def _dtype(policy) -> str:
+    leaves = [x for x in jax.tree_util.tree_leaves(policy) if eqx.is_inexact_array(x)]
+    return str(leaves[0].dtype)
+
+
+def save_policy(path, policy, metadata: dict | None = None) -> Path:
+    """Write `policy` (an `MLPPolicy` or `LinearFeedback`) and `metadata` (JSON-serialisable)
+    to `path`; returns the path."""
+    header = {
+        "kind": type(policy).__name__,
+        "sizes": _sizes(policy),
+        "dtype": _dtype(policy),
+        "metadata": metadata or {},
+    }
+    path = Path(path)
+    with path.open("wb") as f:
+        f.write(MAGIC)
+        f.write(json.dumps(header, allow_nan=False).encode() + b"\n")
+        eqx.tree_serialise_leaves(f, policy)
+    return path
+
+
+def _skeleton(header: dict):
+    kind, s, dtype = header["kind"], header["sizes"], jnp.dtype(header["dtype"])
+    if kind == "MLPPolicy":
+        return MLPPolicy(
+            s["rows"], s["n_masses"], s["horizon"], s["radius"], key=jax.random.key(0),
+            width=s["width"], depth=s["depth"], output_scale=s["output_scale"], dtype=dtype,
+        )  # fmt: skip
+    if kind == "LinearFeedback":
+        R, rows, n, F = s["intervals"], s["rows"], s["n_masses"], s["features"]
+        return LinearFeedback.zeros(jnp.zeros((R, rows, n), dtype), jnp.zeros((R, F), dtype))
+    raise ValueError(f"unknown policy kind {kind!r} (MLPPolicy or LinearFeedback)")
+
+
+def read_header(path) -> dict:
+    """The header of the policy file at `path` (`ValueError` if it is not one)."""
+    with Path(path).open("rb") as f:
+        return _header(f, path)
+
+
+def _header(f, path) -> dict:
+    if f.read(len(MAGIC)) != MAGIC:
+        raise ValueError(f"{path}: not a jaxrigid policy file (it does not start with {MAGIC!r})")
+    try:
+        header = json.loads(f.readline().decode())
+        for key in ("kind", "sizes", "dtype", "metadata"):
+            header[key]
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: corrupt policy file: unreadable header ({err})") from None
+    return header
+
+
+def load_policy(path):
+    """`(policy, header)` from a file written by `save_policy` (`header["metadata"]` the
+    metadata saved with it); `ValueError` for a file that is not a policy file or is damaged,
+    `FileNotFoundError` for a missing one."""
+    with Path(path).open("rb") as f:
+        header = _header(f, path)
+        data = f.read()
+    try:
+        skeleton = _skeleton(header)
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: corrupt policy file: bad sizes in the header ({err})") from None
+    stream = io.BytesIO(data)
+    try:
+        policy = eqx.tree_deserialise_leaves(stream, skeleton)
+    except Exception as err:  # numpy's reader raises several types on damaged data
+        raise ValueError(
+            f"{path}: corrupt policy file: its arrays do not match the header "
+            f"({type(err).__name__}: {err})"
+        ) from None
+    if stream.read():
+        raise ValueError(f"{path}: corrupt policy file: trailing data after the arrays")
+    return policy, header
