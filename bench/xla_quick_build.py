@@ -86,19 +86,19 @@ def worker_optimise(profile):
 def _worker_resim(profile, method):
     import jax
 
-    from jaxrigid.cli.control import REFINE, _dense, _method
+    from jaxrigid.cli.control_setup import REFINE, dense, method
     from jaxrigid.control.problems import get_problem, initial_guesses
 
     problem = get_problem("reach-point")
     p = initial_guesses(problem, 1, seed=0)[0]
     integrator, refine = (
-        (None, 1) if method == "RKMK4" else (_method(method, problem.model)[1], REFINE)
+        (None, 1) if method == "RKMK4" else (method(method, problem.model)[1], REFINE)
     )
     out = {}
     with _context(profile):
         for call in ("first", "second"):
             start = _clock()
-            traj = jax.block_until_ready(_dense(problem, p, integrator, refine))
+            traj = jax.block_until_ready(dense(problem, p, integrator, refine))
             out[call] = _since(start)
     out["final_x"] = [float(v) for v in traj.x[-1]]
     return out

@@ -16,7 +16,7 @@ import pytest
 from jax._src import monitoring
 
 from jaxrigid import cli
-from jaxrigid.cli import control as control_cli
+from jaxrigid.cli import control_setup
 from jaxrigid.cli.control import NOT_CONVERGED
 from jaxrigid.control import problems
 
@@ -61,7 +61,7 @@ def short_run(tmp_path_factory):
     the optimiser (`test_the_optimums_runs_were_built_beside_the_optimiser`)."""
     lowerings: list[str] = []
     listener = lambda name, *a, **kw: lowerings.append(name) if name == _LOWER else None  # noqa: E731
-    dense = control_cli._dense
+    dense = control_setup.dense
 
     def counted(*args, **kwargs):
         if threading.current_thread() is not threading.main_thread():
@@ -76,7 +76,7 @@ def short_run(tmp_path_factory):
     monitoring.register_event_duration_secs_listener(listener)
     try:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(control_cli, "_dense", counted)
+            mp.setattr(control_setup, "dense", counted)
             rc, stdout, stderr = _control(args)
     finally:
         monitoring.unregister_event_duration_listener(listener)

@@ -37,28 +37,26 @@ stderr each).
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import json
 import math
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .._suggest import did_you_mean
 from ..progress import OptimiserProgress, phase
 from ..xla_options import quick_build
+from . import control_setup
 from .control_feedback import add_feedback_arguments, cmd_feedback, wants_feedback
 from .control_plot import plot_control
 from .control_policy import add_policy_arguments, cmd_policy, cmd_train_policy
+from .control_setup import REFINE
 from .errors import RunError, UsageError
 from .output import jsonable, make_out_dir, save_with_plot
 
 CASE = "rolling-ball-two-circles"  # the ball every problem uses (its integrators apply)
-REFINE = 4  # the re-simulation's step is dt / REFINE
 NOT_CONVERGED = 3  # exit status: the target constraint is not met within its tolerance
 EXIT_HELP = (
     "exit status: 0 the target constraint is met within the problem's tolerance (converged); "
@@ -97,89 +95,6 @@ def add_parser(sub) -> None:
     add_policy_arguments(p)  # train-policy FAMILY, --feedback policy: `control_policy`
 
 
-def _problem_name(name: str) -> str:
-    from ..control.problems import PROBLEMS
-
-    for key in PROBLEMS:
-        if key == name.lower():
-            return key
-    raise UsageError(
-        f"unknown control problem {name!r}; valid problems: {', '.join(PROBLEMS)}"
-        + did_you_mean(name, PROBLEMS)
-    )
-
-
-def _methods(model) -> dict[str, type]:
-    """The registered methods that integrate `model`, by canonical name."""
-    from ..integrators import REGISTRY
-
-    methods: dict[str, type] = {}
-    for cls in REGISTRY:
-        if cls.name not in methods and cls().integrates(model):
-            methods[cls.name] = cls
-    return methods
-
-
-def _method(name: str | None, model):
-    methods = _methods(model)
-    name = name or "RKMK4"
-    for key, cls in methods.items():
-        if key.lower() == name.lower():
-            return key, cls()
-    raise UsageError(
-        f"unknown method {name!r} for the rolling ball ({type(model).__name__}); valid "
-        f"methods: {', '.join(methods)}{did_you_mean(name, methods)}"
-    )
-
-
-_IMPLICIT = ("DLA", "DLA-midpoint")  # the Lagrange–d'Alembert methods (reduced, unreduced)
-
-
-def _resimulation_method(method: str, model):
-    """A different integrator for the re-simulation: the implicit Lagrange–d'Alembert method
-    that integrates `model` for the explicit RKMK methods, RKMK4 for that one."""
-    if method in _IMPLICIT:
-        return _method("RKMK4", model)
-    return _method(next(m for m in _IMPLICIT if m in _methods(model)), model)
-
-
-def _settings(name: str, iterations: int | None, mode: str = "prescribed"):
-    from ..control.optimise import AugmentedLagrangian
-    from ..control.problems import default_settings
-
-    base = default_settings(name, mode)
-    if iterations is None:
-        return base
-    if iterations < 1:
-        raise UsageError(f"--iterations must be a positive integer, got {iterations}")
-    n_inner = min(base.n_inner, iterations)
-    n_outer = math.ceil(iterations / n_inner)
-    return AugmentedLagrangian(
-        n_outer=n_outer,
-        n_inner=n_inner,
-        rho0=base.rho0,
-        growth=base.growth,
-        rho_max=base.rho_max,
-        decrease=base.decrease,
-        gtol=base.gtol,
-    )
-
-
-def _dense(problem, p, integrator=None, refine: int = 1):
-    """The trajectory saved at every step of `dt/refine`."""
-    from ..control.costs import rollout
-
-    integrator = problem.integrator if integrator is None else integrator
-    return rollout(
-        integrator,
-        problem.with_coefficients(p),
-        problem.state0,
-        problem.dt / refine,
-        problem.n_steps * refine,
-        save_every=1,
-    )
-
-
 def cmd_control(args) -> int:
     import jax
     import jax.numpy as jnp
@@ -194,7 +109,7 @@ def cmd_control(args) -> int:
     if getattr(args, "feedback", "none") == "policy":
         return cmd_policy(args)
     started = time.perf_counter()  # the total the summary reports, building included
-    name = _problem_name(args.problem)
+    name = control_setup.problem_name(args.problem)
     mode = getattr(args, "mode", "prescribed")
     if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
         raise UsageError(f"--dt must be a positive finite number, got {args.dt}")
@@ -205,11 +120,11 @@ def cmd_control(args) -> int:
     options = {"mode": mode} | ({} if args.dt is None else {"dt": args.dt})
     try:
         problem = get_problem(name, **options)  # its model picks the methods that apply
-        method, integrator = _method(args.method, problem.model)
+        method, integrator = control_setup.method(args.method, problem.model)
         problem = get_problem(name, integrator=integrator, **options)
     except (TypeError, ValueError) as err:
         raise UsageError(f"problem {name}: {err}") from None
-    settings = _settings(name, args.iterations, mode)
+    settings = control_setup.settings(name, args.iterations, mode)
     out = Path(args.out)
     make_out_dir(out)
 
@@ -350,11 +265,11 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
     from ..control.optimise import multi_start, optimise
 
     start = time.perf_counter()
-    re_method, re_integrator = _resimulation_method(method, problem.model)
+    re_method, re_integrator = control_setup.resimulation_method(method, problem.model)
     # host arrays here and for the optimum below: a program's output is committed to its
     # device, an initial guess is not, and JAX builds a program anew for either kind
     runs = ((problem.integrator, 1), (re_integrator, REFINE))
-    prebuild = _prebuild(problem, np.asarray(p0s[0]), runs)
+    prebuild = control_setup.prebuild(problem, np.asarray(p0s[0]), runs)
     spread: dict[str, np.ndarray | int] | None  # the starts' results, and the best one's index
     # XLA's quick builds (`xla_options`): the optimiser's iteration, called `n_outer` times,
     # with the cheaper fusion emitter; the two runs below, each run once, cheapest of all
@@ -377,32 +292,10 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
     # from them: each distinct run is a compilation)
     prebuild.join()  # its programs are the two runs' below (a second build otherwise)
     with phase(f"{name}: simulating the optimum ({method}, saved every step)"), quick_build():
-        traj = _dense(problem, np.asarray(p))
+        traj = control_setup.dense(problem, np.asarray(p))
     with phase(f"{name}: re-simulating it ({re_method}, dt/{REFINE})"), quick_build():
-        resim = _dense(problem, np.asarray(p), re_integrator, REFINE)
+        resim = control_setup.dense(problem, np.asarray(p), re_integrator, REFINE)
     return res, spread, seconds, traj, resim, re_method
-
-
-def _prebuild(problem, p0, runs) -> threading.Thread:
-    """Build the programs of `_dense`'s `runs` (`(integrator, refine)` pairs) in a thread,
-    by running them once on the initial coefficients `p0` (same shapes and settings as the
-    optimum's: the same programs), while the optimiser builds and runs its own: XLA compiles
-    outside Python's lock, so on two or more cores the builds overlap. The thread runs in a
-    copy of the caller's context (its `stored_programs` and `quick_build`); a failure there
-    is left for the later call to meet and report."""
-
-    def build():
-        try:
-            with quick_build():
-                for integrator, refine in runs:
-                    _dense(problem, p0, integrator, refine)
-        except Exception:  # noqa: BLE001 - the same call on the optimum raises it again
-            pass
-
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(build,), daemon=True)
-    thread.start()
-    return thread
 
 
 def _rails(problem, p, traj):

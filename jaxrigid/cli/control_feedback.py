@@ -97,13 +97,13 @@ def _problem(args, name: str, mode: str):
     """The problem on an MPC-ready B-spline, its method's name, and `H`."""
     from ..control import mpc, problems
     from ..control.scenarios import target_of
-    from .control import _method
+    from . import control_setup
 
     options = {"mode": mode} | ({} if args.dt is None else {"dt": args.dt})
     try:
         base = problems.get_problem(name, **options)
         target_of(base)
-        method, integrator = _method(args.method, base.model)
+        method, integrator = control_setup.method(args.method, base.model)
         H = base.t_end / 10 if args.replan_every is None else args.replan_every
         per = base.t_end / H
         if abs(per - round(per)) > 1e-9 * per:
@@ -131,15 +131,17 @@ def cmd_feedback(args) -> int:
     from ..control.scenarios import draw_scenarios, replay, target_of
     from ..program_store import stored_programs
     from ..progress import OptimiserProgress, phase
-    from .control import NOT_CONVERGED, _problem_name, _settings
+    from ..xla_options import quick_build
+    from . import control_setup
+    from .control import NOT_CONVERGED
     from .control_plot import plot_feedback
 
     started = time.perf_counter()
-    name = _problem_name(args.problem)
+    name = control_setup.problem_name(args.problem)
     mode = getattr(args, "mode", "prescribed")
     K, sigma = _options(args)
     problem, method, H = _problem(args, name, mode)
-    settings = _settings(name, args.iterations, mode)
+    settings = control_setup.settings(name, args.iterations, mode)
     out = Path(args.out)
     make_out_dir(out)
     m = mpc.replan_steps(problem, H)
@@ -150,7 +152,9 @@ def cmd_feedback(args) -> int:
         flush=True,
     )
     key = json.dumps(["control-mpc", name, mode, method, problem.dt, H, repr(settings)])
-    with stored_programs(key):
+    # XLA's quick build for programs called many times (`xla_options`): the optimiser's
+    # iteration, the re-plans and the plant's segments
+    with stored_programs(key), quick_build("repeated"):
         t0 = time.perf_counter()
         p0s = initial_guesses(problem, args.starts, seed=args.seed)
         with OptimiserProgress(settings, starts=args.starts, desc=name, file=sys.stderr) as bar:

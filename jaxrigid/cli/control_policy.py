@@ -92,9 +92,9 @@ def _open_loop(problem, args):
 
     from ..control.optimise import optimise
     from ..progress import OptimiserProgress
-    from .control import _settings
+    from . import control_setup
 
-    settings = _settings("reach-point", args.iterations)
+    settings = control_setup.settings("reach-point", args.iterations)
     with OptimiserProgress(settings, starts=1, desc="reach-point", file=sys.stderr) as bar:
         res = optimise(problem, problem.initial_coefficients(), settings, callback=bar)
     return jax.block_until_ready(res)
