@@ -77,7 +77,8 @@ class LossWeights(NamedTuple):
     effort_weight: float = 1e-2
 
 
-def _check_problem(problem) -> None:
+def check_policy_problem(problem) -> None:
+    """`ValueError` unless `problem` has the prescribed mode's B-spline control."""
     plan = problem.control
     if problem.mode != "prescribed" or not hasattr(plan, "n_intervals"):
         raise ValueError(
@@ -164,7 +165,9 @@ def _rollout_program(problem, policy, m, R, maps, scenarios, at, tasks):
     return ClosedLoop(jnp.where(ok, miss, jnp.nan), effort, ok, final_x, feats, path)
 
 
-def _sizes(problem, interval, intervals):
+def interval_sizes(problem, interval, intervals):
+    """`(m, R)`: the steps per policy interval of length `interval` and the number of
+    intervals (`intervals`, default all that fit the horizon)."""
     m = replan_steps(problem, interval)
     R_max = problem.n_steps // m
     R = R_max if intervals is None else int(intervals)
@@ -180,8 +183,8 @@ def closed_loop_rollout(
     control interval, default `T/10`; a whole number of steps, a multiple of the plan's knot
     spacing, `mpc.replan_steps`), `intervals` `R` (default all `T/H`; fewer: a shorter
     horizon `RH`)."""
-    _check_problem(problem)
-    m, R = _sizes(problem, interval, intervals)
+    check_policy_problem(problem)
+    m, R = interval_sizes(problem, interval, intervals)
     at = kick_steps(scenarios, problem.dt)
     maps = interval_maps(problem, m * problem.dt)
     return _rollout_program(problem, policy, m, R, maps, scenarios, at, tasks)
@@ -226,8 +229,8 @@ def loss_and_grad(
 ) -> Step:
     """(C2) on a batch and its gradient with respect to the policy's parameters (one program
     per shapes)."""
-    _check_problem(problem)
-    m, R = _sizes(problem, interval, intervals)
+    check_policy_problem(problem)
+    m, R = interval_sizes(problem, interval, intervals)
     at = kick_steps(scenarios, problem.dt)
     maps = interval_maps(problem, m * problem.dt)
     return _loss_program(policy, problem, m, R, maps, scenarios, at, tasks, weights)
@@ -249,8 +252,8 @@ def linear_feedback(problem, coefficients, interval=None, copies: int = 1) -> Li
     plan: exact when the knot spacing divides `H`), `f̄ₖ` the features of its run on the model
     (no disturbance) at `tₖ`. The nominal run is `copies` identical rollouts: a caller that
     evaluates `copies` scenarios next reuses its program."""
-    _check_problem(problem)
-    m, R = _sizes(problem, interval, None)
+    check_policy_problem(problem)
+    m, R = interval_sizes(problem, interval, None)
     H = m * problem.dt
     plan = problem.control.with_coefficients(coefficients)
     rows = active_rows(plan, H)

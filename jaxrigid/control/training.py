@@ -33,9 +33,9 @@ import optax
 from .closed_loop import (
     LossWeights,
     Tasks,
-    _check_problem,
-    _sizes,
+    check_policy_problem,
     interval_maps,
+    interval_sizes,
     loss_value_and_grad,
 )
 from .scenarios import draw_scenarios, kick_steps
@@ -125,10 +125,10 @@ def train_policy(
     reach-point for a `LinearFeedback`) for `settings.steps` steps; `tasks(step, fraction)`
     gives the step's `B` tasks (targets scaled by `fraction`, the curriculum's). `callback
     (step, record)` after every step. Returns `(policy, History)`."""
-    _check_problem(problem)
+    check_policy_problem(problem)
     if settings.steps < 1 or settings.batch < 1:
         raise ValueError("steps and batch must be positive integers")
-    m, R_max = _sizes(problem, settings.interval, None)
+    m, R_max = interval_sizes(problem, settings.interval, None)
     per_step = _stages(settings, R_max)
     opt = optimiser(settings)
     opt_state = opt.init(eqx.filter(policy, eqx.is_inexact_array))
