@@ -16,7 +16,7 @@ compiler_options=...)`, so that the rest of the process builds as usual), with
   fusion emitter only, which builds for less and runs about as fast, where level 0 would
   make every call slower.
 
-What each costs and buys is measured in bench/README.md (`xla_options`). Neither changes
+What each costs and buys is measured in bench/README.md (`xla_quick_build.py`). Neither changes
 what is computed beyond rounding: a product and a sum may be fused differently, as between
 any two differently shaped programs. Off the CPU nothing changes (`None`): there a quick
 build has not been measured.

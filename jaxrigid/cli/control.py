@@ -139,7 +139,6 @@ def cmd_control(args) -> int:
     # the problem, method, step and settings determine every program built here (stored
     # programs: a second process neither traces nor lowers them, `program_store`)
     key = json.dumps(["control", name, mode, method, problem.dt, repr(settings)], default=repr)
-    # one rollout per program, run for seconds: XLA's quick build (`xla_options`)
     with stored_programs(key):
         res, spread, seconds, traj, resim, re_method = _solve(
             problem, p0s, settings, args.starts, name, method
