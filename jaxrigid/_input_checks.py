@@ -39,10 +39,11 @@ def reported_in_outcome():
         _MODE.reset(token)
 
 
-def value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list[Check]:
-    """`dt`'s and `t0`'s, the run's times', the model's, the initial state's and the
-    method's own (`value_checks`; none for `integrator=None`). `n_steps` may be traced (a
-    new count does not rebuild the check program)."""
+def value_checks(integrator, model, state0, t0, dt, n_steps=1, check_state=True) -> list[Check]:
+    """`dt`'s and `t0`'s, the run's times', the model's, the initial state's (unless
+    `check_state` is false) and the method's own (`value_checks`; none for
+    `integrator=None`). `n_steps` may be traced (a new count does not rebuild the check
+    program)."""
     dt = jnp.asarray(dt)
     if dt.ndim:
         raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
@@ -52,9 +53,16 @@ def value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list[Check]:
         raise ValueError(f"t0 must be a finite scalar, got shape {t0.shape}")
     checks.append(Check(~jnp.isfinite(t0), "t0 must be a finite scalar", t0))
     checks += time_checks(t0, dt, n_steps, jax.tree_util.tree_leaves(state0)[0].dtype)
-    checks += model.parameter_checks() + model.state_checks(state0, t0)
+    checks += model.parameter_checks()
+    checks += model.state_checks(state0, t0) if check_state else []
     checks += [] if integrator is None else integrator.value_checks(model)
     return checks
+
+
+def continued_value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list[Check]:
+    """`value_checks` without the state's: for a state that a run of this method reached and
+    that is continued (a module-level function: a key of `_checks.raise_compiled`)."""
+    return value_checks(integrator, model, state0, t0, dt, n_steps, check_state=False)
 
 
 def time_checks(t0, dt, n_steps, dtype) -> list[Check]:
@@ -152,18 +160,19 @@ def check_dtypes(model, dtype) -> None:
         )
 
 
-def apply_value_checks(integrator, model, state0, t0, dt, n_steps=1) -> None:
-    """`_value_checks`, by one compiled program for concrete inputs, also those an eager
+def apply_value_checks(integrator, model, state0, t0, dt, n_steps=1, check_state=True) -> None:
+    """`value_checks`, by one compiled program for concrete inputs, also those an eager
     `jax.grad` differentiates (cacheable: no callback), and in the caller's graph for traced
     ones (`_checks.raise_in_graph`)."""
     # a method without checks of its own is left out of the program's arguments, so that
     # every such method shares one check program per model and shapes
     own = type(integrator).value_checks is not AbstractIntegrator.value_checks
     args = _checks.primal_values((integrator if own else None, model, state0, t0, dt))
+    make = value_checks if check_state else continued_value_checks
     if args is not None:
-        _checks.raise_compiled(value_checks, *args, n_steps)
+        _checks.raise_compiled(make, *args, n_steps)
     else:
-        _checks.raise_in_graph(value_checks(integrator, model, state0, t0, dt, n_steps))
+        _checks.raise_in_graph(make(integrator, model, state0, t0, dt, n_steps))
 
 
 def invalid_members(checks, batch_shape):

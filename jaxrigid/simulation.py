@@ -61,6 +61,7 @@ def simulate(
     solver_state0=None,
     checkpoint: bool = True,
     checks: str | None = None,
+    check_state: bool = True,
 ) -> Solution:
     """Integrate `n_steps` steps of size `dt` from `state0` at `t0`.
 
@@ -84,7 +85,13 @@ def simulate(
     `checks` (`"raise"`, the default: a failed value check raises, see below; `"outcome"`: a
     member that fails one is reported in `solution.outcome` as `RESULTS.invalid_input` with
     its states NaN, and nothing is raised — no host callback, so a caller's `jit` of it
-    stays cacheable by JAX's persistent compilation cache).
+    stays cacheable by JAX's persistent compilation cache); `check_state` (default: `state0`'s
+    values are checked; `False`: not, for a state that a run of this method reached and that
+    is continued, so that a run split into calls accepts what one call of all its steps
+    would — e.g. a method that does not keep a chain's quaternions unit lets them drift past
+    the √eps an initial state must meet; `runs.run_chunks` passes it for every chunk after
+    the first. `dt`, `t0` and the model are still checked, and a non-finite state is still
+    never a silent number: a step from it reports `RESULTS.nonfinite`, or Newton's failure).
 
     `dt`, `t0` and every array of the model and the state may be traced (`jit` arguments,
     differentiated, `vmap`ped).
@@ -146,7 +153,7 @@ def simulate(
         elif n_members != m:
             raise ValueError(f"state ensemble has {n_members} members but the model sweep has {m}")
     if checks == "raise":
-        _input_checks.apply_value_checks(integrator, checked, state0, t0, dt, n_steps)
+        _input_checks.apply_value_checks(integrator, checked, state0, t0, dt, n_steps, check_state)
 
     spec, inputs = (n_save, save_every, checkpoint), (model, state0, observations0, solver_state0)
     args = (observer, save, *inputs, t0, dt)
@@ -169,7 +176,8 @@ def simulate(
         solution = compiled_runner(spec, model_axes, layout)(integrator, *args, None)
     if checks == "outcome":
         invalid = _input_checks.invalid_members(
-            _input_checks.value_checks(integrator, checked, state0, t0, dt, n_steps), batch_shape
+            _input_checks.value_checks(integrator, checked, state0, t0, dt, n_steps, check_state),
+            batch_shape,
         )
         solution = _input_checks.mark_invalid(solution, invalid, len(batch_shape))
     note = ""

@@ -177,6 +177,7 @@ def test_run_chunks_hands_each_chunk_the_last_ones_carry(monkeypatch):
     )
     assert done == [6, 9, 18]
     assert [c[1]["t0"] for c in calls] == [0.0, 0.06, 0.09]
+    assert [c[1]["check_state"] for c in calls] == [True, False, False]  # state0's alone
     assert calls[0][1]["solver_state0"] is None and calls[0][1]["observations0"] is None
     same = np.testing.assert_array_equal
     for (_, _, before), (state, kwargs, _) in zip(calls[:-1], calls[1:]):
@@ -186,6 +187,42 @@ def test_run_chunks_hands_each_chunk_the_last_ones_carry(monkeypatch):
     assert run.outcome_per_save.result.shape == (9,)
     expected = [0.0, 0.02, 0.04, 0.06, 0.07, 0.08, 0.09, 0.12, 0.15, 0.18]
     np.testing.assert_allclose(run.ts, expected, rtol=1e-15)
+
+
+def test_the_run_continues_states_that_only_an_initial_state_must_meet():
+    """Chain Gauss2 does not keep the quaternions unit (`jaxrigid methods`: it keeps no
+    invariant): within 10 steps they drift past the √eps an initial state must meet. One
+    `simulate` call of 20 steps runs on, and so does the run in two chunks (the second
+    chunk's state is not checked again): it equals the one call to round-off (their programs
+    are shaped differently, and the suite's fast build rounds them apart; bit for bit under
+    XLA's defaults: `test_a_chunked_run_is_one_simulate_call`). The drifted state as a
+    run's input is refused with the message it was refused with before; not checked, a
+    non-finite state still yields no silent number (the outcome says `nonfinite`)."""
+    case = CASES["chain-tetrahedra-c1c2"]
+    integrator = integrators.get_method("gauss2", "chain")
+    model, state0 = case.build_for(integrator)(case.resolve({"n_bodies": 3}))
+    # one saved state per call, inputs on one device as the chunks': one program for all
+    state0 = jax.device_put(state0, jax.devices()[0])
+    one = jr.simulate(integrator, model, state0, 0.0025, 20, save_every=20)
+    run = runs.run_chunks(integrator, model, state0, 0.0025, [(10, 10), (10, 10)])
+    middle = jax.tree_util.tree_map(lambda x: x[1], run.states)
+    drift = np.abs(np.linalg.norm(middle.q, axis=-1) - 1).max()
+    tol = np.finfo(np.float64).eps ** 0.5
+    assert drift > 10 * tol  # the second chunk starts from a state an input may not be
+    assert run.outcome.result == jr.RESULTS.successful and not run.restarted
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)  # noqa: E731
+    jax.tree_util.tree_map(
+        close, run.final_state, jax.tree_util.tree_map(np.asarray, one.final_state)
+    )
+
+    with pytest.raises(
+        ValueError, match=r"chain quaternions must be unit: \| \|q_j\| − 1 \| > √eps"
+    ):
+        jr.simulate(integrator, model, middle, 0.0025, 10, save_every=10)
+    broken = middle._replace(p=np.where(np.arange(3)[:, None] == 0, np.nan, middle.p))
+    broken = jax.device_put(broken, jax.devices()[0])
+    sol = jr.simulate(integrator, model, broken, 0.0025, 10, save_every=10, check_state=False)
+    assert sol.outcome.result == jr.RESULTS.nonfinite
 
 
 def test_a_non_finite_member_is_restarted_and_masked(monkeypatch):

@@ -204,8 +204,11 @@ class _Joined:
 # The run
 
 
-def _simulate_chunk(integrator, model, carry, dt, steps, save_every, t, observer):
-    """One chunk: `simulate` from `carry = (state, observations, solver_state)` at `t`."""
+def _simulate_chunk(integrator, model, carry, dt, steps, save_every, t, observer, first):
+    """One chunk: `simulate` from `carry = (state, observations, solver_state)` at `t`. Only
+    the `first` chunk's state is checked: the others are states the run reached, which one
+    `simulate` call of all the steps would not check (a restarted member's is `state0`,
+    checked with the first)."""
     # every chunk's inputs committed to one device, as the outputs of a stored program are
     # (`program_store`): one program for all chunks, not one for the first and one for the rest
     state, observations, solver_state = jax.device_put(carry, jax.devices()[0])
@@ -220,6 +223,7 @@ def _simulate_chunk(integrator, model, carry, dt, steps, save_every, t, observer
         observer=observer,
         observations0=observations,
         solver_state0=solver_state,
+        check_state=first,
     )
     return jax.block_until_ready(sol)
 
@@ -259,7 +263,9 @@ def run_chunks(
     observations are NaN and its later outcomes do not count (`ChunkedRun.restarted`).
 
     **Raises:** `ChunkInputError` (a `ValueError`) when `simulate` refuses a chunk's input,
-    naming its first step and time (step 0: `state0` or the model itself).
+    naming its first step and time (step 0: `state0` or the model itself). Only `state0` is
+    checked, not the states the run reaches (`simulate(check_state=False)` for the later
+    chunks), as in one `simulate` call.
     """
     if not chunks:
         raise ValueError("run_chunks: no chunks to run")
@@ -277,7 +283,9 @@ def run_chunks(
                 solver_state = where_members(masked, fresh, solver_state)
         carry = (state, observations, solver_state)
         try:
-            sol = _simulate_chunk(integrator, model, carry, dt, steps, save_every, t, observer)
+            sol = _simulate_chunk(
+                integrator, model, carry, dt, steps, save_every, t, observer, done == 0
+            )
         except ValueError as err:
             raise ChunkInputError(str(err), done, t) from None
         joined.add(sol, masked, done)
