@@ -53,15 +53,15 @@ EXACT = so3._rodrigues_coefficients
 
 def no_reduction(x, max_angle=None):
     y = 0.25 * x
-    s = _rodrigues._poly(y, _rodrigues._SIN_SERIES)
-    a = s * (1.0 - y * _rodrigues._poly(y, _rodrigues._VERSIN_SERIES))
-    return a, 0.5 * s * s, _rodrigues._poly(x, _rodrigues._C_SERIES)
+    s = _rodrigues.poly(y, _rodrigues.SIN_SERIES)
+    a = s * (1.0 - y * _rodrigues.poly(y, _rodrigues.VERSIN_SERIES))
+    return a, 0.5 * s * s, _rodrigues.poly(x, _rodrigues.C_SERIES)
 
 
 def five_terms(x, max_angle=None):
     return tuple(
-        _rodrigues._poly(x, c[:5])
-        for c in (_rodrigues._SIN_SERIES, _rodrigues._VERSIN_SERIES, _rodrigues._C_SERIES)
+        _rodrigues.poly(x, c[:5])
+        for c in (_rodrigues.SIN_SERIES, _rodrigues.VERSIN_SERIES, _rodrigues.C_SERIES)
     )
 
 

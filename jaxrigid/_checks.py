@@ -105,7 +105,7 @@ def _reduce(check: Check):
     return jnp.any(bad), first, jnp.sum(bad), value
 
 
-def _reduce_all(checks):
+def reduce_all(checks):
     """`_reduce` of every check, the checks of one shape reduced together (one `argmax` and
     one sum over the members per shape, not per check: a smaller program to compile)."""
     value_dtype = jnp.result_type(float)
@@ -253,7 +253,7 @@ def raise_in_graph(checks) -> None:
     if not checks:
         return
     shapes = [jnp.shape(c.bad) for c in checks]
-    reduced = _reduce_all(checks)
+    reduced = reduce_all(checks)
     # one callback for all checks (four scalars each): fewer host calls and a smaller program
     stacked = tuple(jnp.stack([r[i] for r in reduced], axis=-1) for i in range(4))
 

@@ -1,6 +1,6 @@
 """The Rodrigues coefficients a = sin θ/θ, b = (1 − cos θ)/θ², c = (θ − sin θ)/θ³ of
 `so3.exp`, `expm1`, `rotate_exp` and `dexp` as branch-free series in θ² (Horner's rule,
-`_poly`), with the angle reduced past π and the series cut to a promised `max_angle`
+`poly`), with the angle reduced past π and the series cut to a promised `max_angle`
 (`_series_lengths`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 import jax.numpy as jnp
 
 
-def _poly(x, coeffs):
+def poly(x, coeffs):
     out = jnp.zeros_like(x) + coeffs[-1]
     for c in coeffs[-2::-1]:
         out = out * x + c
@@ -21,13 +21,13 @@ def _poly(x, coeffs):
 # Taylor series in y of sin φ/φ and (1 − cos φ)/φ² (φ² = y), 11 terms each: exact to round-off
 # for φ ≤ π/2 (checked at 40 digits); and of c = (θ − sin θ)/θ³ in x = θ², 13 terms, within
 # 2.8e-17 of it for θ ≤ π. Every term is below ~1 there: Horner's rule adds no cancellation.
-_SIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(11))
-_VERSIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 2) for k in range(11))
-_C_SERIES = tuple((-1) ** k / math.factorial(2 * k + 3) for k in range(13))
-_FULL_LENGTHS = (len(_SIN_SERIES), len(_VERSIN_SERIES), len(_C_SERIES))
+SIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(11))
+VERSIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 2) for k in range(11))
+C_SERIES = tuple((-1) ** k / math.factorial(2 * k + 3) for k in range(13))
+_FULL_LENGTHS = (len(SIN_SERIES), len(VERSIN_SERIES), len(C_SERIES))
 
 
-def _rodrigues_coefficients(x, max_angle=None):
+def coefficients(x, max_angle=None):
     """a = sin θ/θ, b = (1 − cos θ)/θ², c = (θ − sin θ)/θ³ for θ² = x, branch-free.
 
     For θ ≤ π only multiply-adds: the half-angle series `s = sin φ/φ`, `v = (1 − cos φ)/φ²` at
@@ -45,7 +45,7 @@ def _rodrigues_coefficients(x, max_angle=None):
     """
     if max_angle is not None:
         return _series_coefficients(x, _series_lengths(max_angle))
-    big, theta, reduced = _reduce_angle(x)
+    big, theta, reduced = reduce_angle(x)
     a, b, c = _series_coefficients(jnp.where(big, reduced * reduced, x), _FULL_LENGTHS)
     ratio = reduced / theta
     return (
@@ -55,7 +55,7 @@ def _rodrigues_coefficients(x, max_angle=None):
     )
 
 
-def _reduce_angle(x):
+def reduce_angle(x):
     """`(big, θ, θ')` for θ² = x: where θ > π (`big`), θ' = θ − 2πn, n = round(θ/2π), so
     |θ'| ≤ π. The square root only sees x > π² (double-where): derivatives stay finite at 0."""
     big = x > math.pi**2
@@ -64,20 +64,20 @@ def _reduce_angle(x):
 
 
 def _series_coefficients(x, lengths):
-    """(a, b, c) of `_rodrigues_coefficients` from the series cut to `lengths`, for θ ≤ π."""
+    """(a, b, c) of `coefficients` from the series cut to `lengths`, for θ ≤ π."""
     n_sin, n_versin, n_c = lengths
     y = 0.25 * x
-    s = _poly(y, _SIN_SERIES[:n_sin])
+    s = poly(y, SIN_SERIES[:n_sin])
     return (
-        s * (1.0 - y * _poly(y, _VERSIN_SERIES[:n_versin])),
+        s * (1.0 - y * poly(y, VERSIN_SERIES[:n_versin])),
         0.5 * s * s,
-        _poly(x, _C_SERIES[:n_c]),
+        poly(x, C_SERIES[:n_c]),
     )
 
 
 @functools.cache
 def _series_lengths(max_angle):
-    """Terms of (`_SIN_SERIES`, `_VERSIN_SERIES`, `_C_SERIES`) needed for θ ≤ `max_angle`: the
+    """Terms of (`SIN_SERIES`, `VERSIN_SERIES`, `C_SERIES`) needed for θ ≤ `max_angle`: the
     first term left out, bounding the error of these alternating series, is below float64's
     eps/8 relative to the series' smallest value for θ ≤ π (sin φ/φ ≥ 2/π, (1 − cos φ)/φ² ≥
     0.4, c ≥ 1/π²). At π this gives 11, 10, 13 (the full series are 11, 11, 13 terms), at

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from .._linalg import matmul
 from . import so3
-from ._rodrigues import _SIN_SERIES, _VERSIN_SERIES, _poly
+from ._rodrigues import SIN_SERIES, VERSIN_SERIES, poly
 
 
 def multiply(p, q):
@@ -100,9 +100,9 @@ def expm1(theta):
     `|Θ| ≤ π`; smooth, so derivatives are finite at 0). `(..., 3) -> (..., 4)`."""
     t0, t1, t2 = theta[..., 0], theta[..., 1], theta[..., 2]
     y = 0.25 * (t0 * t0 + t1 * t1 + t2 * t2)
-    half_sinc = 0.5 * _poly(y, _SIN_SERIES)
+    half_sinc = 0.5 * poly(y, SIN_SERIES)
     return jnp.stack(
-        [-y * _poly(y, _VERSIN_SERIES), half_sinc * t0, half_sinc * t1, half_sinc * t2],
+        [-y * poly(y, VERSIN_SERIES), half_sinc * t0, half_sinc * t1, half_sinc * t2],
         axis=-1,
     )
 

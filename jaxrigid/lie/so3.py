@@ -23,7 +23,8 @@ from jax.custom_derivatives import SymbolicZero
 from .._linalg import components, cross, cross3, dot, matmul, stack_entries
 
 # `_rodrigues_coefficients` is looked up here at each call (bench/imidm_cost_breakdown.py swaps it)
-from ._rodrigues import _poly, _reduce_angle, _rodrigues_coefficients
+from ._rodrigues import coefficients as _rodrigues_coefficients
+from ._rodrigues import poly, reduce_angle
 
 # θ² below which coefficients use their series. With five terms each series is exact to
 # below 1e-17 relative there, and above it the closed forms lose at most eps/θ² ≈ 2e-14
@@ -90,13 +91,13 @@ def _coefficient(x, closed_form, series):
     """Evaluate `closed_form(θ)` for θ² = x, or `series` in x when x is small (NaN-safe)."""
     small = x < _SERIES_X
     x_safe = jnp.where(small, 1.0, x)  # the double-where shim: no NaN/inf in the unused branch
-    return jnp.where(small, _poly(x, series), closed_form(jnp.sqrt(x_safe)))
+    return jnp.where(small, poly(x, series), closed_form(jnp.sqrt(x_safe)))
 
 
 def reduce_rotation_vector(w):
     """The rotation vector of the same rotation `exp(w)` turning by at most π: `w θ'/θ` where
-    θ = |w| > π (`_reduce_angle`), else `w`. `(..., 3)`."""
-    big, theta, reduced = _reduce_angle(_sq_norm(w))
+    θ = |w| > π (`reduce_angle`), else `w`. `(..., 3)`."""
+    big, theta, reduced = reduce_angle(_sq_norm(w))
     return jnp.where(big[..., None], w * (reduced / theta)[..., None], w)
 
 

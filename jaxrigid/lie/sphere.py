@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .so3 import _poly
+from ._rodrigues import poly
 
 # θ² below which sin θ/θ and θ/sin θ use their series (5 terms: exact to 1e-17 there).
 _SERIES_X = 1e-2
@@ -26,7 +26,7 @@ def _sinc(x):
     """`sin θ/θ` for θ² = x (series below `_SERIES_X`)."""
     small = x < _SERIES_X
     t = jnp.sqrt(jnp.where(small, 1.0, x))
-    series = _poly(x, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880))
+    series = poly(x, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880))
     return jnp.where(small, series, jnp.sin(t) / t)
 
 
@@ -43,7 +43,7 @@ def _cos_sqrt(x):
     """`cos θ` for θ² = x, smooth at x = 0 (series below `_SERIES_X`)."""
     small = x < _SERIES_X
     t = jnp.sqrt(jnp.where(small, 1.0, x))
-    series = _poly(x, (1.0, -1 / 2, 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800))
+    series = poly(x, (1.0, -1 / 2, 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800))
     return jnp.where(small, series, jnp.cos(t))
 
 
@@ -71,7 +71,7 @@ def log(d0, d):
     small = (s2 < _SERIES_X) & (_dot(d0, d) > 0)
     s = jnp.sqrt(jnp.where(small, 1.0, s2))
     theta = jnp.arctan2(s, _dot(d0, d))
-    series = _poly(s2, (1.0, 1 / 6, 3 / 40, 5 / 112, 35 / 1152, 63 / 2816, 231 / 13312))
+    series = poly(s2, (1.0, 1 / 6, 3 / 40, 5 / 112, 35 / 1152, 63 / 2816, 231 / 13312))
     ratio = jnp.where(small, series, theta / s)
     return ratio[..., None] * project(d0, d)
 

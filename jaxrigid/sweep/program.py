@@ -230,7 +230,7 @@ def _simulate_members(p: Plan, model, state0, dt, **kwargs):
 
 def reduced_checks(p: Plan, params, messages: list, n_steps=None):
     """Each member's value checks (`simulate`'s: `dt`, the model's, the state's and the
-    method's), reduced over the members (`_checks._reduce_all`). The checks' messages and
+    method's), reduced over the members (`_checks.reduce_all`). The checks' messages and
     whether they quote a value are filled into `messages` when this is traced (they are
     Python strings)."""
     from .._input_checks import value_checks
@@ -245,7 +245,7 @@ def reduced_checks(p: Plan, params, messages: list, n_steps=None):
         return [c.bad for c in checks], [zero if c.value is None else c.value for c in checks]
 
     flags, values = jax.vmap(one, in_axes=(0, 0, 0 if jnp.ndim(dt) else None))(model, state0, dt)
-    return _checks._reduce_all([_checks.Check(b, "", v) for b, v in zip(flags, values)])
+    return _checks.reduce_all([_checks.Check(b, "", v) for b, v in zip(flags, values)])
 
 
 def _observer(keep):
