@@ -48,8 +48,11 @@ def integrate(integrator, model, state0, dt, n_steps, chunk=None, t0=0.0):
     chunk = chunk or n_steps
     assert n_steps % chunk == 0
     state, t = state0, t0
-    for _ in range(n_steps // chunk):
-        sol = jr.simulate(integrator, model, state, dt, chunk, save_every=chunk, t0=t)
+    for k in range(n_steps // chunk):
+        # a continued state is not checked again, as in one call (`simulate`'s `check_state`)
+        sol = jr.simulate(
+            integrator, model, state, dt, chunk, save_every=chunk, t0=t, check_state=k == 0
+        )
         assert bool(np.all(sol.outcome.all_converged)), f"Newton failed: {sol.outcome}"
         state, t = sol.final_state, t + chunk * dt
     return state
