@@ -228,11 +228,17 @@ def vector(p, prefix: str) -> jax.Array:
     return jnp.array([p[prefix + "1"], p[prefix + "2"], p[prefix + "3"]])
 
 
-def ensemble_noise(rng: np.random.Generator, n: int, k: int) -> jax.Array:
-    """`(n, k)` draws of `N(0, 1)`, row 0 zero: member 0 of an ensemble is the case itself."""
-    noise = rng.standard_normal((n, k))
+def member_noise(rng: np.random.Generator, n: int, *shape: int) -> np.ndarray:
+    """`(n, *shape)` draws of `N(0, 1)` (numpy), member 0's zero: member 0 of an ensemble is
+    the case itself. Every case's `perturb` draws its members so."""
+    noise = rng.standard_normal((n, *shape))
     noise[0] = 0.0
-    return jnp.asarray(noise)
+    return noise
+
+
+def ensemble_noise(rng: np.random.Generator, n: int, *shape: int) -> jax.Array:
+    """`member_noise` as a jax array (in the default float dtype)."""
+    return jnp.asarray(member_noise(rng, n, *shape))
 
 
 def ensemble_members(state, n: int, **replaced):

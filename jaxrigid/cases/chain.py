@@ -30,11 +30,11 @@ import numpy as np
 from ..models.chain_boundary import ChainBoundary
 from ..models.chain_matrix import ChainMatrixState, RigidBodyChain
 from ..models.chain_matrix import from_velocities as matrix_from_velocities
-from ..models.chain_quaternion import ChainQuaternionState, QuaternionChain
+from ..models.chain_quaternion import QuaternionChain
 from ..models.chain_quaternion import from_velocities as quaternion_from_velocities
 from ..models.particle_body import tetrahedron
 from ..models.particle_chain import LennardJones, ParticleChain, quaternion_matrix
-from .base import Case, Parameter, builds
+from .base import Case, Parameter, builds, ensemble_members, member_noise
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), §3.5"
 
@@ -121,24 +121,11 @@ def _matrix_build(kind: str):
 def perturb(state, rng, spread, n):
     """`n` members: every momentum of member k scaled by `1 + spread·N(0, 1)` (member 0
     unperturbed). A common factor keeps the held momenta zero, `P` tangent and `qᵀg = 0`."""
-    scale = 1.0 + spread * rng.standard_normal(n)
-    scale[0] = 1.0
-    s = jnp.asarray(scale)
+    s = jnp.asarray(1.0 + spread * member_noise(rng, n))  # member 0's factor exactly 1
     if isinstance(state, ChainMatrixState):
-        r, p, R, P = state
-        return ChainMatrixState(
-            jnp.broadcast_to(r, (n, *r.shape)),
-            s[:, None, None] * p,
-            jnp.broadcast_to(R, (n, *R.shape)),
-            s[:, None, None, None] * P,
-        )
-    r, p, q, g = state
-    return ChainQuaternionState(
-        jnp.broadcast_to(r, (n, *r.shape)),
-        s[:, None, None] * p,
-        jnp.broadcast_to(q, (n, *q.shape)),
-        s[:, None, None] * g,
-    )
+        P = s[:, None, None, None] * state.P
+        return ensemble_members(state, n, p=s[:, None, None] * state.p, P=P)
+    return ensemble_members(state, n, p=s[:, None, None] * state.p, g=s[:, None, None] * state.g)
 
 
 def _attitudes(states):

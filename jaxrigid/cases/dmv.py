@@ -38,7 +38,16 @@ from .._checks import is_concrete
 from ..lie import so3
 from ..models.coupled_bodies import CoupledBodies, CoupledBodiesState, check_coupled_state
 from ..models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
-from .base import Case, Parameter, builds, inertia_matrix, inertia_parameters, vector
+from .base import (
+    Case,
+    Parameter,
+    builds,
+    ensemble_members,
+    ensemble_noise,
+    inertia_matrix,
+    inertia_parameters,
+    vector,
+)
 from .krysl import perturb_momentum
 
 _REF = "Dixon, discrete Moser–Veselov integrators for rigid body motions"
@@ -185,12 +194,8 @@ def _build_coupled(p):
 def perturb_coupled(state: CoupledBodiesState, rng: np.random.Generator, spread: float, n: int):
     """`n` copies whose body momenta (both bodies) are scaled componentwise by
     `1 + spread·N(0, 1)`; member 0 is the unperturbed case."""
-    noise = rng.standard_normal((n, 2, 3))
-    noise[0] = 0.0
-    Pi = state.Pi[None] * (1.0 + spread * jnp.asarray(noise))
-    return CoupledBodiesState(
-        jnp.broadcast_to(state.R, (n, 3, 3)), jnp.broadcast_to(state.Lambda, (n, 3, 3)), Pi
-    )
+    Pi = state.Pi[None] * (1.0 + spread * ensemble_noise(rng, n, 2, 3))
+    return ensemble_members(state, n, Pi=Pi)
 
 
 def _coupled_observables(model, ts, states, params, values):

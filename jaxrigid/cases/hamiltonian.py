@@ -15,7 +15,7 @@ import numpy as np
 from ..models import hamiltonian as ham
 from ..models.hamiltonian import CanonicalState, HamiltonianSystem
 from ..observers import PoincareSection
-from .base import Case, Parameter, builds
+from .base import Case, Parameter, builds, ensemble_noise
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), ch. 2"
 
@@ -23,9 +23,7 @@ _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), ch. 2"
 def perturb_canonical(state: CanonicalState, rng: np.random.Generator, spread: float, n: int):
     """An ensemble of `n` copies with `spread·N(0, 1)` added to every `q` and `p` component
     (additive: several initial values are 0); member 0 is the unperturbed case."""
-    noise = rng.standard_normal((n, 2, state.q.shape[-1]))
-    noise[0] = 0.0
-    scaled = spread * jnp.asarray(noise)
+    scaled = spread * ensemble_noise(rng, n, 2, state.q.shape[-1])
     return CanonicalState(state.q[None, :] + scaled[:, 0], state.p[None, :] + scaled[:, 1])
 
 

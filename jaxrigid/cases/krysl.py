@@ -23,7 +23,16 @@ import numpy as np
 
 from ..lie import so3
 from ..models.rigid_body import AxialPowerPotential, HeavyTopPotential, RigidBody, RigidBodyState
-from .base import Case, Parameter, builds, inertia_matrix, inertia_parameters, vector
+from .base import (
+    Case,
+    Parameter,
+    builds,
+    ensemble_members,
+    ensemble_noise,
+    inertia_matrix,
+    inertia_parameters,
+    vector,
+)
 
 _REF = "Krysl, Commun. Numer. Meth. Engng 23 (2007)"
 
@@ -31,11 +40,8 @@ _REF = "Krysl, Commun. Numer. Meth. Engng 23 (2007)"
 def perturb_momentum(state: RigidBodyState, rng: np.random.Generator, spread: float, n: int):
     """An ensemble of `n` copies whose body momenta are scaled componentwise by
     `1 + spread·N(0, 1)`; member 0 is the unperturbed case."""
-    noise = rng.standard_normal((n, 3))
-    noise[0] = 0.0
-    Pi = state.Pi[None, :] * (1.0 + spread * jnp.asarray(noise))
-    R = jnp.broadcast_to(state.R, (n, 3, 3))
-    return RigidBodyState(R, Pi)
+    Pi = state.Pi[None, :] * (1.0 + spread * ensemble_noise(rng, n, 3))
+    return ensemble_members(state, n, Pi=Pi)
 
 
 @builds(RigidBody)

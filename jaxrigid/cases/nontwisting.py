@@ -64,7 +64,7 @@ from ..models.director import (
     check_director_state,
     from_rotation,
 )
-from .base import Case, Parameter, builds
+from .base import Case, Parameter, builds, ensemble_members, member_noise
 
 _REF = "Gebhardt & Romero, The rotating rigid body model based on a non-twisting frame (2020)"
 
@@ -96,12 +96,9 @@ def build_case(omega, amplitudes, load_scale=1.0):
 def perturb_velocity(state: DirectorState, rng: np.random.Generator, spread: float, n: int):
     """`n` copies with `spread·N(0, 1)` rad/s added to `ω⊥(0)` along d1 and d2 (the twist stays
     zero); member 0 is the unperturbed case."""
-    noise = rng.standard_normal((n, 2))
-    noise[0] = 0.0
     d = state.q.reshape(3, 3)
-    omega = angular_velocity(state)[None, :] + jnp.asarray(spread * noise) @ d[:2]
-    v = jnp.cross(omega[:, None, :], d[None, :, :]).reshape(n, 9)
-    return DirectorState(jnp.broadcast_to(state.q, (n, 9)), v)
+    omega = angular_velocity(state)[None, :] + jnp.asarray(spread * member_noise(rng, n, 2)) @ d[:2]
+    return ensemble_members(state, n, v=jnp.cross(omega[:, None, :], d[None, :, :]).reshape(n, 9))
 
 
 def q2_observables(integrator, model, state0, dt, n_steps, params):

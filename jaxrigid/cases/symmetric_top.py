@@ -27,7 +27,7 @@ from ..models import symmetric_top as st
 from ..models.constrained_rigid_body import ConstrainedRigidBody, ConstrainedRigidBodyState
 from ..models.hamiltonian import CanonicalState, HamiltonianSystem
 from ..models.rigid_body import HeavyTopPotential
-from .base import Case, Parameter, builds
+from .base import Case, Parameter, builds, member_noise
 from .hamiltonian import perturb_canonical
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012)"
@@ -79,11 +79,8 @@ def _build_rattle(p):
 
 def _rotations(rng, spread, n):
     """`n` rotation vectors `spread·N(0, 1)`, the first zero (member 0 unperturbed)."""
-    w = spread * rng.standard_normal((n, 3))
-    w[0] = 0.0
-    scale = 1.0 + spread * rng.standard_normal(n)
-    scale[0] = 1.0
-    return jnp.asarray(w), jnp.asarray(scale)
+    w = spread * member_noise(rng, n, 3)
+    return jnp.asarray(w), jnp.asarray(1.0 + spread * member_noise(rng, n))
 
 
 def perturb_quaternion(state: CanonicalState, rng, spread, n):
