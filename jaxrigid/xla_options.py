@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
 
 import jax
 
@@ -72,13 +73,31 @@ def quick_build_options(profile: str = "once") -> dict | None:
     """The compiler options of a quick build (`"once"` or `"repeated"`, see the module) on the
     default backend: a dict for `jax.jit(..., compiler_options=...)` on the CPU, `None`
     elsewhere. Options this jaxlib's XLA does not know are left out (each is tried once on a
-    one-element program)."""
+    one-element program), and so are those the process builds every program with already
+    (`JAX_DISABLE_MOST_OPTIMIZATIONS=1`, `XLA_FLAGS`): `None` when none is left."""
     if profile not in _PROFILES:
         raise ValueError(f"quick_build profile must be one of {sorted(_PROFILES)}, got {profile!r}")
     if jax.default_backend() != "cpu":
         return None
     wanted = _PROFILES[profile] + (_EMITTER,)
-    return {name: value for name, value in wanted if _known(name, value)}
+    opts = {n: v for n, v in wanted if not _in_effect(n, v) and _known(n, v)}
+    # options the whole process already builds with are left out: a quick build is then the
+    # same program as a plain one, built once (the test suite's fast build, a user's
+    # `JAX_DISABLE_MOST_OPTIMIZATIONS=1`), not a second copy under another key
+    return opts or None
+
+
+def _in_effect(name: str, value) -> bool:
+    """Whether every program of this process is built with `name = value` already: XLA's
+    level 0 and cheap LLVM passes under jax's `jax_disable_most_optimizations`, an option
+    given in `XLA_FLAGS` (as the process was started with it)."""
+    if (
+        jax.config.values.get("jax_disable_most_optimizations")
+        and (name, value) in _PROFILES["once"]
+    ):
+        return True
+    flag = f"--{name}={str(value).lower()}"
+    return flag in os.environ.get("XLA_FLAGS", "").split()
 
 
 def options() -> dict | None:

@@ -29,6 +29,13 @@ def lowerings():
     monitoring.unregister_event_duration_listener(listener)
 
 
+@pytest.fixture
+def full_process_builds(monkeypatch):
+    """As in a process that builds with XLA's defaults (the suite's fast build puts the quick
+    builds' options into every program, and then a quick build adds none)."""
+    monkeypatch.setattr(xla_options, "_in_effect", lambda name, value: False)
+
+
 def _ensemble():
     case = get_case("krysl-slow-top")
     model, state0 = case.build(case.resolve())
@@ -39,7 +46,7 @@ def _simulate(model, state0, n_steps=40):
     return jr.simulate(jr.IMIDM(), model, state0, 0.01, n_steps, save_every=10)
 
 
-def test_profiles_on_the_cpu_and_outside_a_block():
+def test_profiles_on_the_cpu_and_outside_a_block(full_process_builds):
     assert jax.default_backend() == "cpu"  # the suite's machine; elsewhere the options are None
     once, repeated = jr.quick_build_options(), jr.quick_build_options("repeated")
     # the older fusion emitter in both; level 0 only where a program runs once
@@ -57,6 +64,37 @@ def test_profiles_on_the_cpu_and_outside_a_block():
     assert xla_options.options() is None
 
 
+def test_options_the_process_builds_with_are_left_out(monkeypatch, lowerings):
+    """An option every program of the process has already (jax's
+    `jax_disable_most_optimizations`: level 0 and cheap LLVM passes; one in `XLA_FLAGS`) is
+    left out of a quick build's, so that, with all of them in effect, a quick build is the
+    plain program: built once, not again under another key."""
+    level0 = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+    before = jax.config.values["jax_disable_most_optimizations"]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/dev/null --xla_cpu_use_fusion_emitters=false")
+    try:
+        jax.config.update("jax_disable_most_optimizations", False)
+        assert jr.quick_build_options() == level0 and jr.quick_build_options("repeated") is None
+        jax.config.update("jax_disable_most_optimizations", True)
+        assert jr.quick_build_options() is None
+        monkeypatch.setenv("XLA_FLAGS", "")
+        assert jr.quick_build_options() == {"xla_cpu_use_fusion_emitters": False}
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+    monkeypatch.setattr(xla_options, "_in_effect", lambda name, value: True)
+    model, state0 = _ensemble()
+    plain = _simulate(model, state0)
+    built = lowerings()
+    with jr.quick_build():
+        assert xla_options.options() is None
+        quick = _simulate(model, state0)
+    assert lowerings() == built  # the plain program, not a copy
+    for a, b in zip(
+        jax.tree_util.tree_leaves(plain.states), jax.tree_util.tree_leaves(quick.states)
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_an_unknown_profile_is_refused_naming_the_profiles():
     with pytest.raises(ValueError, match=r"one of \['once', 'repeated'\] or None, got 'fast'"):
         with jr.quick_build("fast"):
@@ -65,7 +103,7 @@ def test_an_unknown_profile_is_refused_naming_the_profiles():
         jr.quick_build_options(None)
 
 
-def test_a_quick_build_is_its_own_program_and_equal_to_rounding(lowerings):
+def test_a_quick_build_is_its_own_program_and_equal_to_rounding(lowerings, full_process_builds):
     model, state0 = _ensemble()
     plain = _simulate(model, state0)
     before = lowerings()
@@ -87,7 +125,9 @@ def test_a_quick_build_is_its_own_program_and_equal_to_rounding(lowerings):
         np.testing.assert_array_equal(a, b)
 
 
-def test_stored_programs_take_the_options_where_they_are_compiled(tmp_path, monkeypatch):
+def test_stored_programs_take_the_options_where_they_are_compiled(
+    tmp_path, monkeypatch, full_process_builds
+):
     # a stored program is traced for export with no options (JAX refuses them on a nested
     # jit), and compiled with them: the quick run is stored and equals the direct one
     monkeypatch.setattr(program_store, "_CALLABLE", {})
