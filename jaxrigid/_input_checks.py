@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -60,9 +61,17 @@ def value_checks(integrator, model, state0, t0, dt, n_steps=1, check_state=True)
 
 
 def continued_value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list[Check]:
-    """`value_checks` without the state's: for a state that a run of this method reached and
-    that is continued (a module-level function: a key of `_checks.raise_compiled`)."""
-    return value_checks(integrator, model, state0, t0, dt, n_steps, check_state=False)
+    """`value_checks` with, of the state's, only that it is finite: for a state that a run of
+    this method reached and that is continued, whose constraints may have drifted as far as
+    the method lets them (a module-level function: a key of `_checks.raise_compiled`)."""
+    leaves = jax.tree_util.tree_leaves(state0)
+    events = jax.tree_util.tree_leaves(model.state_event_ndims())
+    bad = [
+        ~jnp.all(jnp.isfinite(x), axis=tuple(range(x.ndim - e, x.ndim)))
+        for x, e in zip(leaves, events)
+    ]
+    finite = Check(functools.reduce(jnp.logical_or, bad), "state0 contains NaN or inf")
+    return value_checks(integrator, model, state0, t0, dt, n_steps, check_state=False) + [finite]
 
 
 def time_checks(t0, dt, n_steps, dtype) -> list[Check]:

@@ -86,12 +86,11 @@ def simulate(
     member that fails one is reported in `solution.outcome` as `RESULTS.invalid_input` with
     its states NaN, and nothing is raised — no host callback, so a caller's `jit` of it
     stays cacheable by JAX's persistent compilation cache); `check_state` (default: `state0`'s
-    values are checked; `False`: not, for a state that a run of this method reached and that
-    is continued, so that a run split into calls accepts what one call of all its steps
-    would — e.g. a method that does not keep a chain's quaternions unit lets them drift past
-    the √eps an initial state must meet; `runs.run_chunks` passes it for every chunk after
-    the first. `dt`, `t0` and the model are still checked, and a non-finite state is still
-    never a silent number: a step from it reports `RESULTS.nonfinite`, or Newton's failure).
+    values are checked; `False`: only that they are finite, for a state that a run of this
+    method reached and that is continued, so that a run split into calls accepts what one
+    call of all its steps would — e.g. a method that does not keep a chain's quaternions unit
+    lets them drift past the √eps an initial state must meet; `runs.run_chunks` passes it for
+    every chunk after the first. `dt`, `t0` and the model are checked either way).
 
     `dt`, `t0` and every array of the model and the state may be traced (`jit` arguments,
     differentiated, `vmap`ped).

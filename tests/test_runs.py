@@ -193,11 +193,9 @@ def test_the_run_continues_states_that_only_an_initial_state_must_meet():
     """Chain Gauss2 does not keep the quaternions unit (`jaxrigid methods`: it keeps no
     invariant): within 10 steps they drift past the √eps an initial state must meet. One
     `simulate` call of 20 steps runs on, and so does the run in two chunks (the second
-    chunk's state is not checked again): it equals the one call to round-off (their programs
-    are shaped differently, and the suite's fast build rounds them apart; bit for bit under
-    XLA's defaults: `test_a_chunked_run_is_one_simulate_call`). The drifted state as a
-    run's input is refused with the message it was refused with before; not checked, a
-    non-finite state still yields no silent number (the outcome says `nonfinite`)."""
+    chunk's state is checked only for being finite): it equals the one call bit for bit. The
+    drifted state as a run's input is refused with the message it was refused with before,
+    and a non-finite one as a continued state."""
     case = CASES["chain-tetrahedra-c1c2"]
     integrator = integrators.get_method("gauss2", "chain")
     model, state0 = case.build_for(integrator)(case.resolve({"n_bodies": 3}))
@@ -210,9 +208,11 @@ def test_the_run_continues_states_that_only_an_initial_state_must_meet():
     tol = np.finfo(np.float64).eps ** 0.5
     assert drift > 10 * tol  # the second chunk starts from a state an input may not be
     assert run.outcome.result == jr.RESULTS.successful and not run.restarted
-    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)  # noqa: E731
+    # the one call and the chunks run one program (one save each, the steps traced)
     jax.tree_util.tree_map(
-        close, run.final_state, jax.tree_util.tree_map(np.asarray, one.final_state)
+        np.testing.assert_array_equal,
+        run.final_state,
+        jax.tree_util.tree_map(np.asarray, one.final_state),
     )
 
     with pytest.raises(
@@ -221,8 +221,8 @@ def test_the_run_continues_states_that_only_an_initial_state_must_meet():
         jr.simulate(integrator, model, middle, 0.0025, 10, save_every=10)
     broken = middle._replace(p=np.where(np.arange(3)[:, None] == 0, np.nan, middle.p))
     broken = jax.device_put(broken, jax.devices()[0])
-    sol = jr.simulate(integrator, model, broken, 0.0025, 10, save_every=10, check_state=False)
-    assert sol.outcome.result == jr.RESULTS.nonfinite
+    with pytest.raises(ValueError, match=r"^state0 contains NaN or inf$"):
+        jr.simulate(integrator, model, broken, 0.0025, 10, save_every=10, check_state=False)
 
 
 def test_a_non_finite_member_is_restarted_and_masked(monkeypatch):
