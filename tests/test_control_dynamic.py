@@ -45,6 +45,7 @@ from jaxrigid.control.problems import (
 )
 from jaxrigid.integrators.nonholonomic_midpoint import MidpointDLA
 from jaxrigid.integrators.quaternion_rkmk import RKMK4, RKMK8
+from jaxrigid.models.rigid_body import RigidBody
 from jaxrigid.models.rolling_ball_unreduced import RollingBallUnreduced
 from jaxrigid.simulation import simulate
 
@@ -248,6 +249,12 @@ def test_dynamic_problem_structure():
     passive = problem.model.__class__.from_rolling_ball(problem.model, dynamic=True)
     with pytest.raises(TypeError, match="actuation must be an AbstractParametrisedActuation"):
         ControlProblem(passive, problem.state0, RKMK4(), Effort(), (), "x", 0.1, 50)
+    # the slot is the model's declared input, not its class: a prescribed unreduced ball
+    # optimises its `control`, and a model with no input is refused by name
+    unreduced = RollingBallUnreduced.from_rolling_ball(prescribed.model)
+    assert parametrised_slot(unreduced).field == "control"
+    with pytest.raises(TypeError, match="a RigidBody has no input to optimise"):
+        ControlProblem(RigidBody(jnp.ones(3)), None, RKMK4(), Effort(), (), "x", 0.1, 50)
 
 
 def _composite(integrator, dt=0.1, dtype=None):

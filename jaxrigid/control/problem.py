@@ -8,7 +8,8 @@ of the model note:
 - dynamic masses: a `RollingBallUnreduced(..., control=None, actuation=u)` whose `actuation`
   is an `AbstractParametrisedActuation` `u(t)`, the masses' `θ`, `θ̇` in the state.
 
-Which field holds the coefficients is decided once, from the model (`parametrised_slot`).
+Which field holds the coefficients is the one the model declares as its input (`input_field`,
+read by `parametrised_slot`).
 The named problems are in `problems`.
 """
 
@@ -24,7 +25,6 @@ import jax.numpy as jnp
 
 from .._checks import is_integer, real_number
 from ..lie.quaternion import to_matrix
-from ..models.rolling_ball_unreduced import RollingBallUnreduced
 from .costs import (
     AbstractCost,
     DiscObstacles,
@@ -72,11 +72,17 @@ _DYNAMIC = ParametrisedSlot("dynamic", "actuation", AbstractParametrisedActuatio
 
 
 def parametrised_slot(model) -> ParametrisedSlot:
-    """The model's slot: the `actuation` of a `RollingBallUnreduced` with dynamic masses, the
-    `control` of any other model (`RollingBall`, prescribed `RollingBallUnreduced`)."""
-    if isinstance(model, RollingBallUnreduced) and model.dynamic:
-        return _DYNAMIC
-    return _PRESCRIBED
+    """The model's slot, from the field it declares as its input (`input_field`): the
+    `actuation` of a ball with dynamic masses, the `control` of one with prescribed masses.
+    `TypeError` for a model that declares none."""
+    field = getattr(model, "input_field", None)  # declared by the models that take an input
+    for slot in (_PRESCRIBED, _DYNAMIC):
+        if field == slot.field:
+            return slot
+    raise TypeError(
+        f"ControlProblem: a {type(model).__name__} has no input to optimise (no `input_field` "
+        f"naming its 'control' or 'actuation'); a control problem needs a rolling ball"
+    )
 
 
 class ControlProblem(eqx.Module):

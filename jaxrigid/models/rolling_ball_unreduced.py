@@ -155,6 +155,12 @@ class RollingBallUnreduced(AbstractAttitudeQuaternion, AbstractLagrangeDAlembert
         return self.control is None and len(self.rails) > 0
 
     @property
+    def input_field(self) -> str:
+        """The field holding the time-dependent input, which control problems parametrise:
+        `actuation` `u(t)` for dynamic masses, else `control` `θ(t)`."""
+        return "actuation" if self.dynamic else "control"
+
+    @property
     def system(self) -> LagrangeDAlembertSystem:
         """The engine: coordinates `(q, x[, θ])`, parameters this model."""
         return LagrangeDAlembertSystem(_lagrangian, _constraint, params=self, force=_force)

@@ -78,6 +78,8 @@ class RollingBall(AbstractAttitudeQuaternion, AbstractRollingBall):
 
     state_type: ClassVar[type] = RollingBallState
     time_dependent: ClassVar[bool] = True
+    # the field holding the time-dependent input, which control problems parametrise
+    input_field: ClassVar[str] = "control"
     radius: jax.Array
     mass: jax.Array
     inertia: jax.Array
