@@ -119,47 +119,71 @@ def _finite(state):
     return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
 
 
-def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec):
-    """One member's run for `spec = (n_save, save_every, checkpoint)`: `n_save` segments of
+def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec, members):
+    """The run for `spec = (n_save, save_every, checkpoint)`: `n_save` segments of
     `save_every` steps (a static count: a scan, checkpointed; a traced one: a loop), each
-    segment's end kept. Returns `(states, final, per_save outcomes, observations, solver
-    state)`."""
+    segment's end kept. `members`: `None` for one trajectory; for an ensemble (members on axis
+    0 of the state, observations and solver state), `(model_axes,)`. Returns `(states, final,
+    per_save outcomes, observations, solver state)`, members first.
+
+    An ensemble's per-member functions (the step, the observer, `save`) are `vmap`ped inside
+    the loops, not the loops over one member: each is then traced once, batched, where a
+    `vmap` of the loops would trace them and batch the traced loops again (twice the trace
+    time, the same program)."""
     n_save, save_every, checkpoint = spec
     dtype = jax.tree_util.tree_leaves(state0)[0].dtype
     h = jnp.asarray(dt, dtype)
-    solver_state0 = integrator.init(model, state0, t0, h)
+
+    def each(fn, model_axis=None):
+        # `fn(model, *member_args)` over one member, made to take the ensemble's
+        return fn if members is None else jax.vmap(fn, in_axes=(model_axis, 0))
+
+    M = None if members is None else members[0]
+    solver_state0 = each(lambda m, s: integrator.init(m, s, t0, h), M)(model, state0)
     if ss0 is not None:
-        _check_solver_state(integrator, solver_state0, ss0)
+        _check_solver_state(integrator, solver_state0, ss0, members is not None)
         solver_state0 = ss0
     if observer is not None and obs0 is None:
-        obs0 = observer.init(model, state0, t0.astype(dtype))
+        obs0 = each(lambda m, s: observer.init(m, s, t0.astype(dtype)), M)(model, state0)
 
     def kept(k, state):
-        return state if save is None else save((t0 + k * dt).astype(dtype), state)
+        if save is None:
+            return state
+        t = (t0 + k * dt).astype(dtype)
+        return each(lambda _, s: save(t, s))(None, state)
 
     def one(carry, _):
         s, ss, k, acc, obs = carry
         t = (t0 + k * dt).astype(dtype)
-        s1, ss1, info = integrator.step(model, s, ss, t, h)
-        if not integrator.implicit:
-            # an explicit step has no solve to report a NaN or inf: never accepted silently.
-            # An implicit step's Newton reports non-finite iterates and residuals itself, so
-            # the hot implicit ensembles do not pay for a second check.
-            result = results.where(~_finite(s1), RESULTS.nonfinite, info.result)
-            info = info._replace(result=result)
-        if observer is not None:
-            obs = observer.update(model, obs, s, s1, t, h)
-        # without a tangent from the start, the outcome gains none (a residual's would cost
-        # the scan rules a fixpoint iteration)
-        acc = results.accumulate(acc, lax.stop_gradient(info), k)
+
+        def member(m, c):
+            s, ss, acc, obs = c
+            s1, ss1, info = integrator.step(m, s, ss, t, h)
+            if not integrator.implicit:
+                # an explicit step has no solve to report a NaN or inf: never accepted
+                # silently. An implicit step's Newton reports non-finite iterates and
+                # residuals itself, so the hot implicit ensembles do not pay for a second check.
+                result = results.where(~_finite(s1), RESULTS.nonfinite, info.result)
+                info = info._replace(result=result)
+            if observer is not None:
+                obs = observer.update(m, obs, s, s1, t, h)
+            # without a tangent from the start, the outcome gains none (a residual's would
+            # cost the scan rules a fixpoint iteration)
+            return s1, ss1, results.accumulate(acc, lax.stop_gradient(info), k), obs
+
+        s1, ss1, acc, obs = each(member, M)(model, (s, ss, acc, obs))
         return (s1, ss1, k + 1, acc, obs), None
 
     def segment(carry, _):
         state, ss, k0, obs = carry
         # the outcome is a report, not a result to differentiate (no tangent, here or from
-        # `info`); it starts batched with the state under `vmap`, as it ends: one batching of
-        # the step, not two (the carry's other leaves are so already, from the run's start)
-        acc = lax.stop_gradient(_tangents_throughout(results.no_failures(dtype), (state, k0)))
+        # `info`); it starts batched with the state under a caller's `vmap`, as it ends: one
+        # batching of the step, not two (the carry's other leaves are so already)
+        acc = results.no_failures(dtype)
+        if members is not None:
+            n = jax.tree_util.tree_leaves(state)[0].shape[0]
+            acc = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,)), acc)
+        acc = lax.stop_gradient(_tangents_throughout(acc, (state, k0)))
         init = (state, ss, k0, acc, obs)
         if isinstance(save_every, int):
             (state, ss, k1, outcome, obs), _ = _scan(one, init, save_every, checkpoint)
@@ -175,14 +199,21 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec)
     states = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a[None], b]), kept(0, state0), saved
     )
+    if members is not None:  # the saves' axis after the members'
+        states, per_save = jax.tree_util.tree_map(
+            lambda x: jnp.moveaxis(x, 0, 1), (states, per_save)
+        )
     return states, final, per_save, obs, ss
 
 
-def _check_solver_state(integrator, expected, given) -> None:
-    """`solver_state0` must be what this integrator's `init` makes (one member's)."""
-    describe = lambda x: (  # noqa: E731
-        jax.tree_util.tree_structure(x),
-        [(jnp.shape(a), jnp.result_type(a)) for a in jax.tree_util.tree_leaves(x)],
+def _check_solver_state(integrator, expected, given, ensemble: bool) -> None:
+    """`solver_state0` must be what this integrator's `init` makes (compared per member:
+    an `ensemble`'s leaves without their members' axis)."""
+    describe = (
+        lambda x: (  # noqa: E731
+            jax.tree_util.tree_structure(x),
+            [(jnp.shape(a)[ensemble:], jnp.result_type(a)) for a in jax.tree_util.tree_leaves(x)],
+        )
     )
     if describe(expected) != describe(given):
         raise ValueError(
@@ -234,14 +265,10 @@ def compiled_runner(spec, model_axes, layout, compiler_options=None):
                 )
 
             def solve(method):
-                def f(m, s, o, ss):
-                    return _run_one(
-                        method, observer, save, m, s, o, ss, t0, dt, (n_save, every, checkpoint)
-                    )
-
-                if batch_shape:
-                    f = jax.vmap(f, in_axes=(model_axes, 0, 0, 0))
-                return f(model, state0, obs0, ss0)
+                spec = (n_save, every, checkpoint)
+                members = (model_axes,) if batch_shape else None
+                args = (method, observer, save, model, state0, obs0, ss0, t0, dt)
+                return _run_one(*args, spec, members)
 
             out = _fast_first(integrator, solve) if fast else solve(integrator)
             if batch_shape:
