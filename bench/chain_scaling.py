@@ -48,10 +48,11 @@ allocation for 1.2·10⁶ particles asked for 31 GB) the same pairs are written 
 `OrderedSparse` list directly (receiver < sender).
 
 **4. Integrator steps** (`steps`, a hook): one full step of `simulate` (jit, `save_every =
-n_steps`, time of 4 steps / 4) for `ChainRATTLE` on `RigidBodyChain` and `ChainGauss6` on
-`QuaternionChain`, boundary `c1-c2` with force `(STEP_FORCE, 0, 0)`, discs `n_p = 12`, from
-rest, h = .01, N + 2 = 10 … 10⁴ (10⁵ with `--steps-max`); skipped with the import error when
-the modules are missing. `make_step_models` is the one place to adapt to their API.
+n_steps`, time of 4 steps / 4) for `RATTLE` (rows `ChainRATTLE`) on `RigidBodyChain` and
+`ChainGauss6` on `QuaternionChain`, boundary `c1-c2` with force `(STEP_FORCE, 0, 0)`, discs
+`n_p = 12`, from rest, h = .01, N + 2 = 10 … 10⁴ (10⁵ with `--steps-max`); skipped with the
+import error when the modules are missing.
+`make_step_models` is the one place to adapt to their API.
 
 `--threads 1` runs XLA on one thread, pinned to one core (set before JAX starts): on a shared
 machine its CPU seconds scale with the work, not with the neighbours' load.
@@ -497,8 +498,8 @@ def section_jaxmd(quick: bool, allocate_max: int) -> dict:
 def make_step_models(n_bodies: int):
     """`[(name, integrator, model, state0)]` for the chain integrators, from rest. The one
     place to adapt when their API changes."""
+    from jaxrigid.integrators import RATTLE
     from jaxrigid.integrators.chain_gauss import ChainGauss6
-    from jaxrigid.integrators.chain_rattle import ChainRATTLE
     from jaxrigid.lie import quaternion
     from jaxrigid.models import chain_matrix, chain_quaternion
     from jaxrigid.models.chain_boundary import ChainBoundary
@@ -516,7 +517,7 @@ def make_step_models(n_bodies: int):
     quat = chain_quaternion.QuaternionChain(chain=chain, boundary=boundary)
     q = quaternion.from_matrix(R)
     return [
-        ("ChainRATTLE", ChainRATTLE(), matrix, from_velocities(chain_matrix, type(matrix), R)),
+        ("ChainRATTLE", RATTLE(), matrix, from_velocities(chain_matrix, type(matrix), R)),
         ("ChainGauss6", ChainGauss6(), quat, from_velocities(chain_quaternion, type(quat), q)),
     ]
 

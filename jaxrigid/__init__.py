@@ -31,7 +31,6 @@ from .integrators import BackwardEulerMomentum as BackwardEulerMomentum
 from .integrators import ChainGauss2 as ChainGauss2
 from .integrators import ChainGauss4 as ChainGauss4
 from .integrators import ChainGauss6 as ChainGauss6
-from .integrators import ChainRATTLE as ChainRATTLE
 from .integrators import DMV4Body as DMV4Body
 from .integrators import DMV4Spatial as DMV4Spatial
 from .integrators import DMV6Body as DMV6Body
@@ -133,7 +132,6 @@ __all__ = [
     "ChainGauss2",
     "ChainGauss4",
     "ChainGauss6",
-    "ChainRATTLE",
     "DMV4Body",
     "DMV4Spatial",
     "DMV6Body",

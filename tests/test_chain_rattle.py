@@ -1,5 +1,5 @@
 """The chain of rigid bodies in rotation-matrix form (Chaurasia 2012, §3.2, §3.2.4, App. B)
-integrated by `ChainRATTLE`, on §3.5's chain: 8 tetrahedra between two end bodies (N + 2 = 10,
+integrated by `RATTLE`, on §3.5's chain: 8 tetrahedra between two end bodies (N + 2 = 10,
 a = 1, m = 1), Lennard-Jones ε = 5, σ = 1, rᵢ(0) = (2i, 0, 0), F = (3, 0, 0) for c1-c2, random
 initial velocities (|v| ~ 0.3) and spins (|ω| ~ 1). Measured order against an independent
 DOP853 reference, bounded energy error and its h² scaling, constraints, held bodies, momenta of
@@ -14,7 +14,7 @@ from scipy.integrate import solve_ivp
 
 import jaxrigid as jr
 from jaxrigid.diagnostics import invariants_along, measured_order
-from jaxrigid.integrators.chain_rattle import ChainRATTLE
+from jaxrigid.integrators import RATTLE
 from jaxrigid.lie import so3
 from jaxrigid.models.chain_boundary import ChainBoundary
 from jaxrigid.models.chain_matrix import ChainMatrixState, RigidBodyChain, from_velocities
@@ -47,7 +47,7 @@ def start(kind, seed=0, v_scale=0.3, w_scale=1.0, chain=CHAIN, n=N_BODIES):
 CHUNK, SAVE_EVERY = 1000, 5  # every run: chunks of one compiled length (one per boundary)
 
 
-def run(model, state0, dt, n_steps, save_every=None, integrator=ChainRATTLE()):
+def run(model, state0, dt, n_steps, save_every=None, integrator=RATTLE()):
     sol = jr.simulate(integrator, model, state0, dt, n_steps, save_every=save_every or n_steps)
     assert bool(np.all(sol.outcome.all_converged)), sol.outcome
     return sol
@@ -357,12 +357,12 @@ def test_coplanar_body_refused():
     flat = ParticleChain(flat_disc, LennardJones(jnp.asarray(5.0), jnp.asarray(1.0)))
     model, state0 = start("c1-c1", chain=flat, n=4)
     with pytest.raises(ValueError, match="coplanar.*quaternion form"):
-        jr.simulate(ChainRATTLE(), model, state0, 0.001, 1)
+        jr.simulate(RATTLE(), model, state0, 0.001, 1)
 
 
 def test_bad_states_refused():
     model, state0 = start("c1-c1")
-    integrator = ChainRATTLE()
+    integrator = RATTLE()
 
     def sim(state):
         return jr.simulate(integrator, model, state, 0.001, 1)

@@ -41,7 +41,6 @@ def test_a_name_two_families_share_goes_to_the_first_registered():
         "gauss2": ["Gauss2", "ChainGauss2"],
         "gauss4": ["Gauss4", "ChainGauss4"],
         "gauss6": ["Gauss6", "ChainGauss6"],
-        "rattle": ["RATTLE", "ChainRATTLE"],
     }
     assert type(jr.get_method("gauss6")) is jr.Gauss6
     assert type(jr.get_method("gauss6", family="chain")) is jr.ChainGauss6

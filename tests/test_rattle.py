@@ -136,21 +136,26 @@ def test_bad_inputs_raise_clear_errors():
         jr.simulate(RATTLE(), body, body_state, 0.001, 1)
 
 
-def test_refused_for_other_families():
-    """`rattle` is registered for the constrained family (one body) and the chain family
-    (`ChainRATTLE`, a chain of bodies): two classes, each refusing the other's model."""
+def test_one_class_for_a_body_and_a_chain():
+    """`rattle` is one class, listed in the constrained family (one body) and the chain
+    family (a chain of bodies): it integrates both models (constrained bodies along a body
+    axis) and refuses the other forms of the same systems (the Lie–Poisson body, the
+    quaternion chain), naming its structure."""
     from jaxrigid.cases import get_case
-    from jaxrigid.integrators import METHODS_BY_FAMILY
+    from jaxrigid.integrators import METHODS_BY_FAMILY, ChainGauss6
 
     families = [f for f, methods in METHODS_BY_FAMILY.items() if "rattle" in methods]
     assert families == ["constrained", "chain"]
     assert CASE.family == "constrained"
-    single, chain = (METHODS_BY_FAMILY[f]["rattle"]() for f in families)
+    assert METHODS_BY_FAMILY["constrained"]["rattle"] is METHODS_BY_FAMILY["chain"]["rattle"]
     chain_case = get_case("chain-tetrahedra-c1c1")
-    chain_model = chain_case.build_for(chain)(chain_case.resolve())[0]
+    matrices = chain_case.build_for(RATTLE())(chain_case.resolve())[0]
+    quaternions = chain_case.build_for(ChainGauss6())(chain_case.resolve())[0]
     body = top()[0]
-    assert single.integrates(body) and not single.integrates(chain_model)
-    assert chain.integrates(chain_model) and not chain.integrates(body)
+    assert RATTLE().integrates(body) and RATTLE().integrates(matrices)
+    assert not RATTLE().integrates(quaternions)
+    refusal = RATTLE().refusal(quaternions)
+    assert "(RATTLE's form) (ConstrainedRigidBody, RigidBodyChain)" in refusal
 
 
 def test_gradient_through_the_steps_matches_finite_differences():
@@ -170,3 +175,48 @@ def test_gradient_through_the_steps_matches_finite_differences():
     # 1e-7 relative: central differences err by O(eps²) plus rounding ~1e-16/eps
     for grad in (float(jax.jacfwd(height)(1.0)), float(jax.grad(height)(1.0))):
         assert abs(grad - fd) <= 1e-7 * abs(fd), (grad, fd)
+
+
+@pytest.mark.parametrize("looped", [True, False], ids=["looped", "stage-by-stage"])
+def test_a_composition_passes_the_gradient_from_stage_to_stage(looped):
+    """RATTLE carries the potential gradient at the end of a step to the next (first same as
+    last). In a composition the next stage starts from the previous stage's end, so the
+    gradient must pass from stage to stage, not stay with its stage (a stage's own would be
+    its previous step's, at another state). A body in a potential whose gradient depends on
+    `R` (Krysl's Coulomb wall in `R₃₃`; the heavy top's is constant), against the sub-steps
+    taken one by one, each from a gradient evaluated afresh at its start (`init`): equal to
+    the Newton tolerance (1e-11: each sub-step's solve stops within 1.8e-12, and the two
+    runs round `γΔt` differently; a stale gradient differs by 1e-3 here), whether the stages
+    run as one loop (equal members) or one by one (members with different settings)."""
+    from jaxrigid.integrators import Composition, compose
+    from jaxrigid.lie import so3
+    from jaxrigid.models.rigid_body import AxialPowerPotential
+    from jaxrigid.newton import Newton
+
+    wall = AxialPowerPotential(jnp.asarray(1.0), jnp.asarray(-0.001), jnp.asarray(1.5))
+    model = crb.ConstrainedRigidBody.from_inertia(jnp.array([1.0, 1.5, 2.0]), wall)
+    R0 = so3.exp(jnp.array([0.4, -0.3, 0.2]))
+    P0 = R0 @ so3.hat(jnp.array([0.3, -0.5, 0.8])) * model.J[None, :]  # Ṙ J, Ṙ = R Ω̂
+    state0 = crb.ConstrainedRigidBodyState(R0, P0)
+    if looped:
+        composed = compose(RATTLE(), "yoshida6")
+    else:
+        fractions = compose(RATTLE(), "triple-jump").fractions
+        members = (RATTLE(), RATTLE(newton=Newton(max_steps=49)), RATTLE())
+        composed = Composition(members, fractions)
+    assert composed._looped is looped
+    dt, n = 0.05, 20
+    got = jr.simulate(composed, model, state0, dt, n, save_every=n).final_state
+
+    def one_step(_, state):
+        for gamma in composed.fractions:
+            h = gamma * dt
+            state = RATTLE().step(model, state, RATTLE().init(model, state, 0.0, h), 0.0, h)[0]
+        return state
+
+    by_hand = jax.jit(lambda state: jax.lax.fori_loop(0, n, one_step, state))
+
+    expected = by_hand(state0)
+    scale = float(jnp.max(jnp.abs(expected.P)))
+    np.testing.assert_allclose(got.R, expected.R, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(got.P, expected.P, rtol=0, atol=1e-11 * scale)

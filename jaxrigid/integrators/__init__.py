@@ -11,7 +11,6 @@ from .base import StepInfo as StepInfo
 from .chain_gauss import ChainGauss2 as ChainGauss2
 from .chain_gauss import ChainGauss4 as ChainGauss4
 from .chain_gauss import ChainGauss6 as ChainGauss6
-from .chain_rattle import ChainRATTLE as ChainRATTLE
 from .classical import CLASSICAL_CLASSES
 from .classical import RK4 as RK4
 from .classical import Euler as Euler
@@ -111,14 +110,13 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     *CLASSICAL_CLASSES,
     *PARTITIONED_CLASSES,
     EnergyMomentumAVF,  # Gebhardt & Romero: directors, standard & non-twisting
-    RATTLE,  # rotation matrices with RᵀR = 1 (Chaurasia App. B)
     DMVCoupledBody,  # Dixon §8: two bodies, ball-and-socket joint
     DMVCoupledSpatial,
-    # chains of particle bodies (Chaurasia §3.2–3.5): quaternions (Gauss), matrices (RATTLE)
+    # chains of particle bodies (Chaurasia §3.2–3.5) in quaternions
     ChainGauss6,
     ChainGauss4,
     ChainGauss2,
-    ChainRATTLE,
+    RATTLE,  # rotation matrices with RᵀR = 1 (Chaurasia §3.2, App. B): a body or a chain
     *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers), unit quaternions
     *NONHOLONOMIC_LIE_CLASSES,
     *NONHOLONOMIC_MIDPOINT_CLASSES,  # any LagrangeDAlembertSystem, and the unreduced ball
@@ -133,31 +131,40 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "rigid_body": (structures.AbstractLiePoissonBody,),
     "hamiltonian": (structures.AbstractCanonicalSystem,),
     "director": (structures.AbstractDirectorBody,),
-    "constrained": (structures.AbstractConstrainedBody,),
+    "constrained": (structures.AbstractConstrainedBodies,),
     "coupled_bodies": (structures.AbstractCoupledBodies,),
-    # one example in two forms (cases/chain.py)
-    "chain": (structures.AbstractCanonicalChain, structures.AbstractConstrainedChain),
+    # one example in two forms (cases/chain.py); RATTLE's structure is the constrained body's
+    "chain": (structures.AbstractCanonicalChain, structures.AbstractConstrainedBodies),
     "rolling_ball": (structures.AbstractAttitudeQuaternion, structures.AbstractRollingBall),
     "lagrange_d_alembert_system": (structures.AbstractLagrangeDAlembert,),
 }
 """The families of methods, by the model structures they integrate (the CLI's grouping)."""
 
 
-def family_of(cls: type[AbstractIntegrator]) -> str:
-    """The family of an integrator class: that of the first structure it integrates (a
-    structure of no listed family names its own: `AbstractGyrostat` → `gyrostat`)."""
+def families_of(cls: type[AbstractIntegrator]) -> list[str]:
+    """The families of an integrator class: those whose structures include one it integrates
+    (RATTLE's constrained bodies are the `"constrained"` family's and the `"chain"`'s), in
+    `FAMILIES`' order; a structure of no listed family names its own
+    (`AbstractGyrostat` → `gyrostat`)."""
+    found = [f for f, listed in FAMILIES.items() if set(listed) & set(cls.structures)]
+    if found:
+        return found
     structure = cls.structures[0]
-    for family, family_structures in FAMILIES.items():
-        if structure in family_structures:
-            return family
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", structure.__name__.removeprefix("Abstract")).lower()
+    return [re.sub(r"(?<!^)(?=[A-Z])", "_", structure.__name__.removeprefix("Abstract")).lower()]
 
 
-METHODS_BY_FAMILY: dict[str, dict[str, type]] = {}
+def family_of(cls: type[AbstractIntegrator]) -> str:
+    """The first of `families_of(cls)`."""
+    return families_of(cls)[0]
+
+
+METHODS_BY_FAMILY: dict[str, dict[str, type]] = {family: {} for family in FAMILIES}
 for _cls in REGISTRY:
-    METHODS_BY_FAMILY.setdefault(family_of(_cls), {})[_cls.name] = _cls
+    for _family in families_of(_cls):
+        METHODS_BY_FAMILY.setdefault(_family, {})[_cls.name] = _cls
 """A view of `REGISTRY`: family → {canonical name → class} (each class is a zero-argument
-factory, as the values of this dict have always been), families in registry order."""
+factory, as the values of this dict have always been), `FAMILIES` first, then the others in
+registry order; a family's methods in registry order."""
 
 RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
 """The rigid-body methods by canonical name (a view of `REGISTRY`)."""
@@ -185,10 +192,9 @@ def get_method(name: str, family: str | None = None):
     `COMPOSITION_SCHEMES` (`IMIDM:kahan-li8`; `compose`).
 
     Without `family` every registered method is searched, in registry order. A few canonical
-    names belong to two families (`gauss2/4/6` and `rattle` to the Hamiltonian or constrained
-    body and to the chain, `dmv-body`/`dmv-spatial` to the free and the coupled bodies): the
-    first registered wins, and `family` (`"chain"`, `"coupled_bodies"`) or the class name picks
-    the other."""
+    names belong to two classes (`gauss2/4/6` to the Hamiltonian system and to the chain,
+    `dmv-body`/`dmv-spatial` to the free and the coupled bodies): the first registered wins,
+    and `family` (`"chain"`, `"coupled_bodies"`) or the class name picks the other."""
     base, sep, scheme = name.partition(":")
     if sep:
         return compose(get_method(base, family), scheme.lower())
@@ -197,7 +203,7 @@ def get_method(name: str, family: str | None = None):
             f"unknown family {family!r}; valid: {', '.join(METHODS_BY_FAMILY)}"
             + did_you_mean(family, METHODS_BY_FAMILY)
         )
-    classes = [c for c in REGISTRY if family is None or family_of(c) == family]
+    classes = [c for c in REGISTRY if family is None or family in families_of(c)]
     wanted = name.lower()
     for by in (lambda c: c.name, lambda c: c.__name__):
         for cls in classes:

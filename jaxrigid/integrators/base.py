@@ -65,6 +65,10 @@ class AbstractIntegrator(eqx.Module):
     # can carry its rounding error (`jaxrigid.compensated`): with its setting
     # `compensated=True`, in its solver state
     compensated_summation: ClassVar[bool] = False
+    # its solver state is a function of the state alone, computed at the end of a step for the
+    # next (first same as last: RATTLE's gradients), so a composition passes it from stage to
+    # stage instead of keeping one per stage
+    first_same_as_last: ClassVar[bool] = False
     # a subclass of `composition.AbstractComposition` that runs a composition of this method
     # alone with work shared between its stages (LP-split: the kicks at the stage boundaries
     # merged); `compose` uses it, the same method to round-off. None: the generic stages

@@ -37,7 +37,8 @@ class AbstractComposition(AbstractIntegrator):
 
     Solver state: the tuple of the members' (each member keeps its own, e.g. its stages).
     Members that compensate (`compensated=True`: their solver state is the state's rounding
-    error) share one error, passed from each to the next."""
+    error) share one error, passed from each to the next, and so do members whose solver state
+    is the state's own function (`first_same_as_last`: RATTLE's gradients)."""
 
     name: ClassVar[str] = "composition"
     member_classes: eqx.AbstractClassVar[tuple[type, ...]]
@@ -70,6 +71,12 @@ class AbstractComposition(AbstractIntegrator):
         """Whether the members compensate (all or none do): one rounding error is carried."""
         return _compensated(self.integrators)
 
+    @property
+    def _passed_on(self) -> bool:
+        """Whether one solver state passes from stage to stage: a rounding error
+        (`compensated`) or the state's own function (every member `first_same_as_last`)."""
+        return self.compensated or all(i.first_same_as_last for i in self.integrators)
+
     def fast_variant(self):
         """The composition of the members' fast forms, if every member has one and it runs
         its stages the way this one does (looped or unrolled: the solver states must match
@@ -91,7 +98,7 @@ class AbstractComposition(AbstractIntegrator):
         )
 
     def init(self, model, state0, t0, dt):
-        if self.compensated:
+        if self._passed_on:
             return self.integrators[0].init(model, state0, t0, self.fractions[0] * dt)
         states = tuple(
             i.init(model, state0, t0, gamma * dt)
@@ -104,7 +111,7 @@ class AbstractComposition(AbstractIntegrator):
     def step(self, model, state, solver_state, t, dt):
         if self._looped:
             return self._looped_step(model, state, solver_state, t, dt)
-        if self.compensated:  # the rounding error passes from member to member
+        if self._passed_on:  # the rounding error (or gradient) passes from member to member
             infos, error = [], solver_state
             for integrator, gamma in zip(self.integrators, self.fractions):
                 state, error, info = integrator.step(model, state, error, t, gamma * dt)
@@ -121,14 +128,14 @@ class AbstractComposition(AbstractIntegrator):
         return state, tuple(states), merge_infos(infos)
 
     def _looped_step(self, model, state, solver_state, t, dt):
-        member, compensated = self.integrators[0], self.compensated
+        member, compensated = self.integrators[0], self._passed_on
         gammas = jnp.asarray(self.fractions, jnp.result_type(dt))
 
         def stage(carry, x):
             state, error, t = carry
             gamma, ss = x
             h = gamma * dt
-            if compensated:  # one rounding error, passed from stage to stage
+            if compensated:  # one rounding error (or gradient), passed from stage to stage
                 state, error, info = member.step(model, state, error, t, h)
             else:
                 state, ss, info = member.step(model, state, ss, t, h)

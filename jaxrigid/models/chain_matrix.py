@@ -1,6 +1,6 @@
 """A chain of `N + 2` rigid bodies of point particles in rotation-matrix form (Chaurasia 2012,
 §3.2, (3.3)–(3.13), boundary conditions §3.2.4), integrated by
-`jaxrigid.integrators.chain_rattle.ChainRATTLE`.
+`jaxrigid.integrators.RATTLE`.
 
 Body `j` has centre of mass `r_j`, linear momentum `p_j = m ṙ_j` (3.4), attitude `R_j`
 (body → space, `R_jᵀR_j = 1`) and conjugate momentum `P_j = Ṙ_j J` (3.3), tangent to the
@@ -28,7 +28,7 @@ from ..lie import so3
 from .base import Check, event_ndims, finite, per_member
 from .chain_boundary import ChainBoundary
 from .particle_chain import ParticleChain
-from .structures import AbstractConstrainedChain
+from .structures import AbstractConstrainedBodies
 
 __all__ = ["ChainMatrixState", "RigidBodyChain", "from_velocities"]
 
@@ -52,7 +52,7 @@ _HELD = {
 }
 
 
-class RigidBodyChain(AbstractConstrainedChain):
+class RigidBodyChain(AbstractConstrainedBodies):
     """The chain of §3.2 in rotation-matrix form.
 
     **Fields:** `chain` a `ParticleChain` (the body, copied `N + 2` times, and the pair
@@ -103,6 +103,19 @@ class RigidBodyChain(AbstractConstrainedChain):
         """`(∂(V + W_F)/∂r (N+2, 3), ∂V/∂R (N+2, 3, 3))` of one chain, by autodiff of the
         whole chain at once (the potential parts of (3.13a), (3.13c))."""
         return jax.grad(self.potential, argnums=(0, 1))(r, R)
+
+    def potential_gradients(self, t, r, R):
+        """`gradients(r, R)` (the chain's potential does not depend on `t`)."""
+        del t
+        return self.gradients(r, R)
+
+    def bodies(self, state: ChainMatrixState):
+        """`(r, p, R, P)` as they are: the state is along the body axis."""
+        return tuple(state)
+
+    def with_bodies(self, state, r, p, R, P) -> ChainMatrixState:
+        del state
+        return ChainMatrixState(r, p, R, P)
 
     def kinetic_energy(self, p, P):
         """`Σ_j |p_j|²/2m + ½ tr(P_j J⁻¹ P_jᵀ)` (3.5) of one chain."""

@@ -21,7 +21,7 @@ from .._checks import is_concrete
 from ..lie import so3
 from .base import Check, event_ndims, finite, rotation_checks
 from .rigid_body import AbstractPotential, potential_conserves
-from .structures import AbstractConstrainedBody
+from .structures import AbstractConstrainedBodies
 
 
 class ConstrainedRigidBodyState(NamedTuple):
@@ -32,7 +32,7 @@ class ConstrainedRigidBodyState(NamedTuple):
     P: jax.Array
 
 
-class ConstrainedRigidBody(AbstractConstrainedBody):
+class ConstrainedRigidBody(AbstractConstrainedBodies):
     """A rigid body about a fixed point as a constrained system in ℝ³ˣ³ (§3.2, eq. 3.5–3.10).
 
     **Fields:** `J (3,)` the principal second moments (the diagonal "mass matrix" of
@@ -83,6 +83,35 @@ class ConstrainedRigidBody(AbstractConstrainedBody):
         if self.potential is None:
             return jnp.zeros_like(R)
         return jax.grad(self.potential, argnums=1)(t, R)
+
+    # --- RATTLE's bodies (`AbstractConstrainedBodies`): one, turning about a fixed point ---
+
+    def bodies(self, state: ConstrainedRigidBodyState):
+        """`(r, p, R, P)` of the one body: `R[None]`, `P[None]`, and a centre at rest at 0."""
+        zero = jnp.zeros((1, 3), state.R.dtype)
+        return zero, zero, state.R[None], state.P[None]
+
+    def with_bodies(self, state, r, p, R, P) -> ConstrainedRigidBodyState:
+        del state, r, p
+        return ConstrainedRigidBodyState(R[0], P[0])
+
+    @property
+    def mass(self):
+        """`1` (the centre is held: its mass enters nothing)."""
+        return jnp.ones((), jnp.result_type(self.J))
+
+    @property
+    def inverse_mass_diagonal(self):
+        """`diag J⁻¹ (3,)`."""
+        return 1.0 / self.J
+
+    def masks(self, n_bodies: int, dtype):
+        """The centre held, the attitude free: `(0, 1)`."""
+        return jnp.zeros((n_bodies,), dtype), jnp.ones((n_bodies,), dtype)
+
+    def potential_gradients(self, t, r, R):
+        """`(0, ∂V/∂R)` of the one body, `((1, 3), (1, 3, 3))`."""
+        return jnp.zeros_like(r), self.potential_gradient(t, R[0])[None]
 
     def body_angular_velocity(self, state: ConstrainedRigidBodyState):
         """`Ω = vee(RᵀṘ)`, `Ṙ = PJ⁻¹` (3.10d)."""

@@ -15,19 +15,20 @@ names it in a method's refusal.
 | --- | --- | --- |
 | `AbstractLiePoissonBody` | `RigidBody` | Krysl's, MKRK, DMV, LP-split |
 | `AbstractCanonicalSystem` | `HamiltonianSystem` | Runge–Kutta, partitioned RK |
-| `AbstractConstrainedBody` | `ConstrainedRigidBody` | RATTLE |
+| `AbstractConstrainedBodies` | `ConstrainedRigidBody`, `RigidBodyChain` | RATTLE |
 | `AbstractDirectorBody` | `DirectorRigidBody` | EM-AVF |
 | `AbstractCoupledBodies` | `CoupledBodies` | coupled DMV |
 | `AbstractCanonicalChain` | `QuaternionChain` | chain Gauss |
-| `AbstractConstrainedChain` | `RigidBodyChain` | chain RATTLE |
 | `AbstractAttitudeQuaternion` | `RollingBall`, `RollingBallUnreduced`, `Suslov` | RKMK |
 | `AbstractRollingBall` | `RollingBall` | DLA (on the group) |
 | `AbstractLagrangeDAlembert` | `LagrangeDAlembertSystem`, `RollingBallUnreduced` | DLA-midpoint |
 
 Each exists because some method integrates exactly its models: two structures that the same
-methods integrate would be one. The chains and the coupled bodies are structures of their own
-because their methods are (one Gauss, RATTLE and DMV over a body axis would make them the
-Lie–Poisson, constrained and canonical structures with a body axis).
+methods integrate would be one. The constrained bodies are one structure with a body axis (one
+body about a fixed point is a chain of one, held in place), integrated by the one RATTLE; the
+quaternion chain and the coupled bodies are still structures of their own because their
+methods are (chain Gauss and coupled DMV: one Gauss and DMV over a body axis would make them
+the canonical and Lie–Poisson structures with a body axis).
 """
 
 from __future__ import annotations
@@ -42,8 +43,7 @@ __all__ = [
     "AbstractAttitudeQuaternion",
     "AbstractCanonicalChain",
     "AbstractCanonicalSystem",
-    "AbstractConstrainedBody",
-    "AbstractConstrainedChain",
+    "AbstractConstrainedBodies",
     "AbstractCoupledBodies",
     "AbstractDirectorBody",
     "AbstractLagrangeDAlembert",
@@ -114,17 +114,44 @@ class AbstractCanonicalSystem(AbstractStructure):
         """`(q̇, ṗ)`."""
 
 
-class AbstractConstrainedBody(AbstractStructure):
-    """A rigid body as a holonomically constrained system in the embedding `R ∈ ℝ³ˣ³` (RATTLE's
-    form, Chaurasia App. B): state `(R, P)`, `P = Ṙ J` the conjugate momentum, the constraint
-    `RᵀR = 1` kept by a multiplier. Members: `J`, the mass matrix of `T = ½ tr(Ṙ J Ṙᵀ)` (its
-    diagonal); `potential_gradient(t, R)`, `∂V/∂R`."""
+class AbstractConstrainedBodies(AbstractStructure):
+    """Rigid bodies as holonomically constrained systems in the embedding (RATTLE's form,
+    Chaurasia §3.2 and App. B): each body's attitude `R_j ∈ ℝ³ˣ³`, the constraint
+    `R_jᵀR_j = 1` kept by a multiplier, its conjugate momentum `P_j = Ṙ_j J`, and its centre
+    `r_j` with momentum `p_j` — one body about a fixed point (state `(R, P)`, no centre) or a
+    chain along a body axis (state `(r, p, R, P)`). Members: `bodies(state)`, the state along
+    the body axis as `(r (n, 3), p (n, 3), R (n, 3, 3), P (n, 3, 3))`, and
+    `with_bodies(state, r, p, R, P)`, its inverse; `mass`, one body's; `inverse_mass_diagonal`,
+    `diag J⁻¹ (3,)`; `masks(n_bodies, dtype)`, `(translation, rotation)` each `(n,)`, zero on
+    the held coordinates; `potential_gradients(t, r, R)`, `(∂V/∂r, ∂V/∂R)`."""
 
-    title: ClassVar[str] = "a rigid body constrained in the embedding (RATTLE's form)"
+    title: ClassVar[str] = "rigid bodies constrained in the embedding (RATTLE's form)"
 
     @abc.abstractmethod
-    def potential_gradient(self, t, R):
-        """`∂V/∂R (3, 3)`."""
+    def bodies(self, state):
+        """`(r, p, R, P)` along the body axis."""
+
+    @abc.abstractmethod
+    def with_bodies(self, state, r, p, R, P):
+        """`state` with the bodies `(r, p, R, P)` (the inverse of `bodies`)."""
+
+    @property
+    @abc.abstractmethod
+    def mass(self):
+        """One body's mass."""
+
+    @property
+    @abc.abstractmethod
+    def inverse_mass_diagonal(self):
+        """`diag(J⁻¹) (3,)`."""
+
+    @abc.abstractmethod
+    def masks(self, n_bodies: int, dtype):
+        """`(translation, rotation)`: which coordinates move (zero on the held ones)."""
+
+    @abc.abstractmethod
+    def potential_gradients(self, t, r, R):
+        """`(∂V/∂r (n, 3), ∂V/∂R (n, 3, 3))`."""
 
 
 class AbstractDirectorBody(AbstractStructure):
@@ -173,33 +200,6 @@ class AbstractCanonicalChain(AbstractStructure):
     @abc.abstractmethod
     def vector_field(self, t, state):
         """`(ṙ, ṗ, q̇, ġ)` of every body."""
-
-
-class AbstractConstrainedChain(AbstractStructure):
-    """Rigid bodies along a body axis in rotation matrices (Chaurasia §3.2): state
-    `(r, p, R, P)`, each body in RATTLE's form (`P = ṘJ`, `RᵀR = 1`). Members: `mass`,
-    `inverse_mass_diagonal`, `masks(n_bodies, dtype)` (the held coordinates),
-    `gradients(r, R)` (`∂V/∂r`, `∂V/∂R`)."""
-
-    title: ClassVar[str] = "a chain of bodies in rotation matrices"
-
-    @property
-    @abc.abstractmethod
-    def mass(self):
-        """One body's mass."""
-
-    @property
-    @abc.abstractmethod
-    def inverse_mass_diagonal(self):
-        """`diag(J⁻¹) (3,)`."""
-
-    @abc.abstractmethod
-    def masks(self, n_bodies: int, dtype):
-        """Which coordinates move (zero on the held ones)."""
-
-    @abc.abstractmethod
-    def gradients(self, r, R):
-        """`(∂V/∂r, ∂V/∂R)`."""
 
 
 class AbstractAttitudeQuaternion(AbstractStructure):
@@ -267,11 +267,10 @@ class AbstractLagrangeDAlembert(AbstractStructure):
 STRUCTURES: tuple[type[AbstractStructure], ...] = (
     AbstractLiePoissonBody,
     AbstractCanonicalSystem,
-    AbstractConstrainedBody,
+    AbstractConstrainedBodies,
     AbstractDirectorBody,
     AbstractCoupledBodies,
     AbstractCanonicalChain,
-    AbstractConstrainedChain,
     AbstractAttitudeQuaternion,
     AbstractRollingBall,
     AbstractLagrangeDAlembert,
