@@ -16,7 +16,12 @@ only public API that both commits have is used. Writes `results/compare_commits_
     python bench/compare_commits.py --old 4ef4bcd --gradient --steps 200   # *_gradient.json
 
 `--gradient`: `jax.jit(jax.grad(...))` of one torque-free trajectory w.r.t. Π₀ with
-`simulate`'s default checks and `throw` (what a user's first gradient builds).
+`simulate`'s default checks and `throw` (what a user's first gradient builds). `--direct`: the
+ensemble's `simulate` called directly, as the README's examples do (it builds its own
+programs); its `lower_s` and `compile_s` are JAX's trace + lowering and compile events in the
+first call, `first_call_s` that call's wall time.
+
+    python bench/compare_commits.py --old 039e699 --direct --members 1024 --rounds 4
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ jax.config.update("jax_enable_x64", True)
 import jaxrigid
 from jaxrigid.models import RigidBody, RigidBodyState
 n, steps, method, case_name, family = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:6]
-gradient = sys.argv[6] == "1"
+gradient, direct = sys.argv[6] == "1", sys.argv[7] == "1"
 if gradient:  # one trajectory; jax.grad w.r.t. Pi0 with simulate's default checks and throw
     model = RigidBody(inertia=jnp.diag(jnp.array([0.9144, 1.098, 1.66])))
     integ = jaxrigid.integrators.get_method(method)
@@ -62,20 +67,39 @@ else:
     integ = jaxrigid.integrators.get_method(method)
     run = lambda R, Pi: jaxrigid.simulate(
         integ, model, RigidBodyState(R, Pi), 0.01, steps, save_every=steps).final_state
-t = time.perf_counter(); lowered = jax.jit(run).lower(*args)
-t1 = time.perf_counter(); compiled = lowered.compile(); t2 = time.perf_counter()
-jax.block_until_ready(compiled(*args))
+if direct:  # simulate builds its own programs: JAX's events of the first call
+    import collections
+    ev = collections.Counter()
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda e, d, **k: ev.__setitem__(e, ev[e] + d))
+    t = time.perf_counter(); jax.block_until_ready(run(*args)); first = time.perf_counter() - t
+    key = "/jax/core/compile/"
+    out = {"lower_s": ev[key + "jaxpr_trace_duration"] + ev[key + "jaxpr_to_mlir_module_duration"],
+           "compile_s": ev[key + "backend_compile_duration"], "first_call_s": first}
+    compiled = run
+else:
+    t = time.perf_counter(); lowered = jax.jit(run).lower(*args)
+    t1 = time.perf_counter(); compiled = lowered.compile(); t2 = time.perf_counter()
+    out = {"lower_s": t1 - t, "compile_s": t2 - t1}
+    jax.block_until_ready(compiled(*args))
 runs = []
 for _ in range(7):
     s = time.perf_counter()
     jax.block_until_ready(compiled(*args))
     runs.append(time.perf_counter() - s)
-print(json.dumps({"lower_s": t1 - t, "compile_s": t2 - t1, "run_s": sorted(runs)}))
+print(json.dumps(out | {"run_s": sorted(runs)}))
 """
 
 
 def child(
-    tree: str, members: int, steps: int, method: str, case: str, family: str, gradient: bool
+    tree: str,
+    members: int,
+    steps: int,
+    method: str,
+    case: str,
+    family: str,
+    gradient: bool,
+    direct: bool,
 ) -> dict:
     env = dict(os.environ, PYTHONPATH=tree)
     out = subprocess.run(
@@ -89,6 +113,7 @@ def child(
             case,
             family,
             str(int(gradient)),
+            str(int(direct)),
         ],  # fmt: skip
         env=env,
         cwd=tree,
@@ -101,7 +126,10 @@ def child(
 
 def summary(rows: list[dict]) -> dict:
     first_call = [r["lower_s"] + r["compile_s"] for r in rows]
-    return {
+    wall = {}  # a direct call's first-call wall time (`--direct`)
+    if "first_call_s" in rows[0]:
+        wall["first_call_s_median"] = statistics.median(r["first_call_s"] for r in rows)
+    return wall | {
         "lower_plus_compile_s_median": statistics.median(first_call),
         "compile_s_median": statistics.median(r["compile_s"] for r in rows),
         "lower_s_median": statistics.median(r["lower_s"] for r in rows),
@@ -132,9 +160,16 @@ def main():
         action="store_true",
         help="jax.jit(jax.grad) of one torque-free trajectory w.r.t. Pi0 (simulate's defaults)",
     )
+    p.add_argument(
+        "--direct",
+        action="store_true",
+        help="the ensemble's simulate called directly (not under a jit of its caller)",
+    )
     A = p.parse_args()
     if A.gradient and A.case:
         p.error("--gradient runs the torque-free body: no --case")
+    if A.direct and (A.gradient or A.case):
+        p.error("--direct runs the torque-free ensemble: no --gradient or --case")
     if A.quick:
         A.rounds, A.members, A.steps = 1, 100, 20
     t_start = time.perf_counter()
@@ -148,7 +183,16 @@ def main():
         for k in range(A.rounds):
             for label in ("old", "new"):
                 rows[label].append(
-                    child(trees[label], A.members, A.steps, A.method, A.case, A.family, A.gradient)
+                    child(
+                        trees[label],
+                        A.members,
+                        A.steps,
+                        A.method,
+                        A.case,
+                        A.family,
+                        A.gradient,
+                        A.direct,
+                    )
                 )
                 r = rows[label][-1]
                 log(
@@ -173,6 +217,8 @@ def main():
             "members": 1 if A.gradient else A.members,
             "program": "jax.jit(jax.grad(final Pi . w)) w.r.t. Pi0"
             if A.gradient
+            else "simulate called directly, final state"
+            if A.direct
             else "jax.jit(jax.vmap(simulate)) final state",
             "steps": A.steps,
             "dt": "0.9-1.1 x the case's default" if A.case else 0.01,
@@ -183,6 +229,7 @@ def main():
     }
     parts = ([] if A.method == "IMIDM" else [A.method]) + ([A.case] if A.case else [])
     parts += ["gradient"] if A.gradient else []
+    parts += ["direct"] if A.direct else []
     suffix = "".join("_" + p.replace(":", "_") for p in parts)
     path = write_results(
         A.out, f"compare_commits_{device_tag(quick=A.quick)}{suffix}.json", record, t_start
