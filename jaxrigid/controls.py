@@ -13,6 +13,7 @@ them (e.g. `PiecewiseCubicControl.values`).
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -50,7 +51,12 @@ class AbstractControl(eqx.Module):
     (the spline's end cubics continue past the knots) and the checks do not know the run's
     length; on a rail with ends (`SegmentRail`) keep such a control's `θ(t)` inside
     `rail.theta_range()` yourself.
+
+    `holds_still` (a class fact): whether `θ(t)` is constant, so that the masses do no work
+    on the ball (`ConstantControl`, `ZeroControl`); the ball then conserves its energy.
     """
+
+    holds_still: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, t):
@@ -124,6 +130,8 @@ class SinusoidControl(AbstractControl):
 class ConstantControl(AbstractControl):
     """Masses held still: `θ(t) = values`. **Fields:** `values (n,)`."""
 
+    holds_still: ClassVar[bool] = True
+
     values: jax.Array
 
     def __check_init__(self):
@@ -167,6 +175,8 @@ class LinearControl(AbstractControl):
 
 class ZeroControl(AbstractControl):
     """`θ(t) = 0` for `n` masses (static `n`; `n = 0` for a ball without masses)."""
+
+    holds_still: ClassVar[bool] = True
 
     n: int = eqx.field(static=True)
 

@@ -921,3 +921,25 @@ def test_grad_wrt_control_and_rail_equals_finite_differences():
         f = jax.jit(f)
         fd = (f(p + h) - f(p - h)) / (2 * h)
         np.testing.assert_allclose(jax.jit(jax.grad(f))(p), fd, rtol=1e-6)
+
+
+def test_energy_is_claimed_for_a_control_that_holds_still():
+    """`conserved_quantities` claims the energy when the control declares that it holds the
+    masses still (`holds_still`, a class fact: `ConstantControl`, `ZeroControl`, or a control
+    of one's own), not by the control's class; a moving control claims it not (its actuators
+    work on the ball)."""
+    from jaxrigid.controls import AbstractControl
+
+    class Parked(AbstractControl):  # a control of one's own: θ = 0.3 for every mass
+        holds_still = True
+        n: int = eqx.field(static=True)
+
+        def __call__(self, t):
+            return jnp.full((self.n,), 0.3)
+
+    ball, _ = two_circles_ball()
+    n = ball.n_masses
+    assert not ball.control.holds_still and "energy" not in ball.conserved_quantities()
+    for still in (ConstantControl(jnp.zeros(n)), Parked(n)):
+        held = eqx.tree_at(lambda b: b.control, ball, still)
+        assert "energy" in held.conserved_quantities()

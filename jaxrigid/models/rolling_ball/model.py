@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from ... import _checks, _linalg
 from ..._checks import is_concrete
 from ..._linalg import Vec3
-from ...controls import AbstractControl, ConstantControl, ZeroControl
+from ...controls import AbstractControl, ZeroControl
 from ...lie import quaternion
 from ..base import Check, event_ndims, known_zero
 from ..structures import AbstractAttitudeQuaternion, AbstractRollingBall
@@ -321,9 +321,9 @@ class RollingBall(AbstractAttitudeQuaternion, AbstractRollingBall):
 
     def conserved_quantities(self) -> frozenset[str]:
         """`quaternion_norm_error`, `height_error`; `energy` only with the masses held still
-        (no rails, or a `ConstantControl`) and `F = 0` (concrete): otherwise the actuators
-        or the force work on the ball (`actuator_power`, `external_power`)."""
-        still = not self.rails or isinstance(self.control, (ConstantControl, ZeroControl))
+        (no rails, or a control that `holds_still`) and `F = 0` (concrete): otherwise the
+        actuators or the force work on the ball (`actuator_power`, `external_power`)."""
+        still = not self.rails or self.control.holds_still
         energy = {"energy"} if still and known_zero(self.external_force) else set()
         return frozenset({"quaternion_norm_error", "height_error", *energy})
 
