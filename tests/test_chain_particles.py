@@ -365,6 +365,16 @@ def test_overlapping_chain_rejected_naming_the_bodies():
         ParticleChain(tetrahedron(), lambda d: jnp.exp(-d), min_distance=0.5).check_configuration(
             near, R
         )
+
+    class Soft(eqx.Module):  # a potential of one's own that declares its core, as LJ does
+        def __call__(self, d):
+            return jnp.exp(-d)
+
+        def core_distance(self):
+            return 0.5
+
+    with pytest.raises(ValueError, match=r"min_distance = 0.5\b"):
+        ParticleChain(tetrahedron(), Soft()).check_configuration(near, R)
     with pytest.raises(Exception, match="overlap"):  # traced: raised in the graph
         jax.block_until_ready(
             jax.jit(lambda r, R: (chain.check_configuration(r, R), chain.potential(r, R))[1])(

@@ -82,6 +82,11 @@ class LennardJones(eqx.Module):
         s6 = (self.sigma / r) ** 6
         return 4 * self.epsilon * (s6 * s6 - s6)
 
+    def core_distance(self):
+        """`σ/2`, the closest two particles may start (there `V = 4ε(4096 − 64) ≈ 1.6·10⁴ ε`):
+        a chain's default `min_distance`."""
+        return 0.5 * self.sigma
+
     def checks(self) -> list[Check]:
         """`σ > 0`, `ε ≥ 0`, both finite: flags over any sweep axes of `sigma`, `epsilon`."""
         sigma, epsilon = jnp.asarray(self.sigma), jnp.asarray(self.epsilon)
@@ -122,8 +127,8 @@ class ParticleChain(eqx.Module):
     **Fields:** `body` a `ParticleBody`; `pair_potential` a scalar `V(r)` applied elementwise
     to distances (default `LennardJones()`; an `equinox.Module`'s array fields are sweepable,
     a plain function is static); `min_distance` (static) the closest two particles of
-    neighbouring bodies may start: `None` means `σ/2` for Lennard-Jones (where
-    `V = 4ε(4096 − 64) ≈ 1.6·10⁴ ε`) and `0` (only coincident particles) for any other `V`;
+    neighbouring bodies may start: `None` means the potential's `core_distance()` where it
+    declares one (`σ/2` for Lennard-Jones) and `0` (only coincident particles) otherwise;
     `bodies_per_block` (static) the neighbour pairs summed per block of `potential` (module
     docstring): `None` picks `block_size(n_p)` (about 1280 particle pairs a block) on the CPU
     for chains of at least `MIN_BLOCKED_PAIR_TERMS` particle pairs and no blocks elsewhere, `0`
@@ -245,9 +250,9 @@ class ParticleChain(eqx.Module):
     def resolved_min_distance(self) -> float | jax.Array:
         if self.min_distance is not None:
             return self.min_distance
-        if isinstance(self.pair_potential, LennardJones):
-            return 0.5 * self.pair_potential.sigma
-        return 0.0
+        # a pair potential may declare its repulsive core; a plain function declares nothing
+        core = getattr(self.pair_potential, "core_distance", None)
+        return 0.0 if core is None else core()
 
     def configuration_checks(self, r, R) -> list[Check]:
         """Value checks of one chain's configuration (scalar flags): finite centres, rotations,
