@@ -128,27 +128,27 @@ class AbstractComposition(AbstractIntegrator):
         return state, tuple(states), merge_infos(infos)
 
     def _looped_step(self, model, state, solver_state, t, dt):
-        member, compensated = self.integrators[0], self._passed_on
+        member, passed_on = self.integrators[0], self._passed_on
         gammas = jnp.asarray(self.fractions, jnp.result_type(dt))
 
         def stage(carry, x):
             state, error, t = carry
             gamma, ss = x
             h = gamma * dt
-            if compensated:  # one rounding error (or gradient), passed from stage to stage
+            if passed_on:  # one rounding error (or gradient), passed from stage to stage
                 state, error, info = member.step(model, state, error, t, h)
             else:
                 state, ss, info = member.step(model, state, ss, t, h)
             return (state, error, t + h), (ss, info)
 
-        error, per_stage = (solver_state, None) if compensated else (None, solver_state)
+        error, per_stage = (solver_state, None) if passed_on else (None, solver_state)
         (state, error, _), (states, infos) = lax.scan(stage, (state, error, t), (gammas, per_stage))
         info = StepInfo(
             jnp.sum(infos.iterations, axis=0, dtype=infos.iterations.dtype),
             jnp.max(infos.residual, axis=0),
             results.first_failure_of(*infos.result),
         )
-        return state, (error if compensated else states), info
+        return state, (error if passed_on else states), info
 
 
 def _compensated(integrators) -> bool:
