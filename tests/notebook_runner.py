@@ -93,8 +93,7 @@ def save(path: Path) -> None:
 
     for name in _DROP + (xla_settings.FAST_BUILD_ENV,):
         os.environ.pop(name, None)
-    flags = os.environ.get("XLA_FLAGS", "").replace(xla_settings.FAST_BUILD_XLA_FLAG, "")
-    os.environ["XLA_FLAGS"] = flags.strip()
+    os.environ["XLA_FLAGS"] = xla_settings.without_fast_build_flags(os.environ.get("XLA_FLAGS", ""))
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory(prefix="jaxrigid-nb-") as cwd:
         _run(nb, Path(cwd))

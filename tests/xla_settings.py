@@ -5,7 +5,8 @@ The suite checks properties of small runs, so XLA's optimisations cost more than
 XLA's backend optimisation level 0 (`JAX_DISABLE_MOST_OPTIMIZATIONS=1`) and its older
 element-wise fusion emitter (`--xla_cpu_use_fusion_emitters=false`): XLA compiles the suite's
 programs 2.4 times faster, and the suite takes 0.63 of its time (docs/design-notes.md, 35).
-Neither enables fast math, but they round some operations differently from XLA's defaults —
+And one LLVM module per program (`--xla_cpu_parallel_codegen_split_count=1`, not parts on
+a thread pool: `SERIAL_CODEGEN_XLA_FLAG`). None enables fast math, but they round some operations differently from XLA's defaults —
 where a product and a sum are fused, and differently for differently shaped programs — so a
 test whose property depends on how XLA rounds (bit-for-bit equality of differently shaped
 programs, round-off over long runs) is marked `xla_defaults` and runs in a child process with
@@ -25,6 +26,11 @@ import subprocess
 import sys
 
 FAST_BUILD_XLA_FLAG = "--xla_cpu_use_fusion_emitters=false"
+# One LLVM module per program, not parts compiled on a thread pool: the suite keeps every core
+# busy with one worker each, so the parts buy no wall time and their duplicated work costs
+# CPU (bench/README.md, `codegen_split.py`). Like the emitter, it only changes rounding.
+SERIAL_CODEGEN_XLA_FLAG = "--xla_cpu_parallel_codegen_split_count=1"
+FAST_BUILD_XLA_FLAGS = (FAST_BUILD_XLA_FLAG, SERIAL_CODEGEN_XLA_FLAG)
 FAST_BUILD_ENV = "JAX_DISABLE_MOST_OPTIMIZATIONS"  # jax's switch for optimisation level 0
 DEFAULTS_ENV = "JAXRIGID_TEST_XLA_DEFAULTS"
 # The chain notebook asserts that Gauss6's energy error over a long run shows no drift. (The
@@ -49,9 +55,10 @@ def apply_fast_build() -> None:
     if os.environ.get(DEFAULTS_ENV) == "1" or "PYTEST_XDIST_WORKER" in os.environ:
         return
     os.environ[FAST_BUILD_ENV] = "1"
-    flags = os.environ.get("XLA_FLAGS", "")
-    if FAST_BUILD_XLA_FLAG not in flags and _xla_accepts(FAST_BUILD_XLA_FLAG):
-        os.environ["XLA_FLAGS"] = f"{flags} {FAST_BUILD_XLA_FLAG}".strip()
+    for flag in FAST_BUILD_XLA_FLAGS:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if flag not in flags and _xla_accepts(flag):
+            os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
 
 
 def fast_build_on() -> bool:
@@ -72,6 +79,11 @@ def defaults_environment() -> dict:
     pytest or kernel (which must not think itself an xdist worker or the cache's owner)."""
     drop = (FAST_BUILD_ENV, "_JAXRIGID_TEST_CACHE_OWNED", "PYTEST_CURRENT_TEST")
     env = {k: v for k, v in os.environ.items() if k not in drop and "XDIST" not in k}
-    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace(FAST_BUILD_XLA_FLAG, "").strip()
+    env["XLA_FLAGS"] = without_fast_build_flags(env.get("XLA_FLAGS", ""))
     env[DEFAULTS_ENV] = "1"
     return env
+
+
+def without_fast_build_flags(flags: str) -> str:
+    """`flags` (an `XLA_FLAGS` value) without the fast build's."""
+    return " ".join(f for f in flags.split() if f not in FAST_BUILD_XLA_FLAGS)
