@@ -20,7 +20,7 @@ XLA settings (`tests/xla_settings.py`: `O0` and the older fusion emitter):
 Writes `codegen_split_<device>.json`.
 
     python bench/codegen_split.py --rounds 3
-    python bench/codegen_split.py --rounds 2 --suite "tests/test_splitting.py tests/test_compositions.py"
+    python bench/codegen_split.py --suite "tests/test_splitting.py tests/test_compositions.py"
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ XLA's backend optimisation level 0 (`JAX_DISABLE_MOST_OPTIMIZATIONS=1`) and its 
 element-wise fusion emitter (`--xla_cpu_use_fusion_emitters=false`): XLA compiles the suite's
 programs 2.4 times faster, and the suite takes 0.63 of its time (docs/design-notes.md, 35).
 And one LLVM module per program (`--xla_cpu_parallel_codegen_split_count=1`, not parts on
-a thread pool: `SERIAL_CODEGEN_XLA_FLAG`). None enables fast math, but they round some operations differently from XLA's defaults —
-where a product and a sum are fused, and differently for differently shaped programs — so a
-test whose property depends on how XLA rounds (bit-for-bit equality of differently shaped
-programs, round-off over long runs) is marked `xla_defaults` and runs in a child process with
-XLA's defaults, as users' programs do (conftest.py), and so do the notebooks in
-`DEFAULTS_NOTEBOOKS`.
-`JAXRIGID_TEST_XLA_DEFAULTS=1` leaves the environment as it is: with neither setting in it,
+a thread pool: `SERIAL_CODEGEN_XLA_FLAG`). None enables fast math, but they round some
+operations differently from XLA's defaults — where a product and a sum are fused, and
+differently for differently shaped programs — so a test whose property depends on how XLA
+rounds (bit-for-bit equality of differently shaped programs, round-off over long runs) is
+marked `xla_defaults` and runs in a child process with XLA's defaults, as users' programs do
+(conftest.py), and so do the notebooks in `DEFAULTS_NOTEBOOKS`.
+`JAXRIGID_TEST_XLA_DEFAULTS=1` leaves the environment as it is: with none of the settings in it,
 the whole suite runs with XLA's defaults.
 
 The settings live in the environment, so the xdist workers, notebook kernels, command and Dask
