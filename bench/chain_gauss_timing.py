@@ -1,10 +1,11 @@
 """Time per step and Newton iterations of Gauss6 on the quaternion chain (issue 16), for
 N + 2 = 10, 10³, 10⁴ of §3.5's tetrahedra (a = 1, m = 1, Lennard-Jones ε = 5, σ = 1,
 r_i = (2i, 0, 0), c1-c2 with F = (3, 0, 0), velocities and spins normal(0, 0.3 / 0.5), seed 0),
-h = 0.01, float64, with the two stage solvers of `jaxrigid.integrators.chain_gauss`:
+h = 0.01, float64, with two stage solvers of `jaxrigid.Gauss6` on a chain:
 
-- `stage_jacobian` (the default): simplified Newton, per-body 14×14 Jacobian blocks at y₀
-  from 28 JVPs and `I − hλD` inverses through the eigenvalues of A, once per step;
+- `stage_jacobian` (the default, `linear_solvers.StageJacobian`): simplified Newton,
+  per-body 14×14 Jacobian blocks at y₀ from 28 JVPs and `I − hλD` inverses through the
+  eigenvalues of A, once per step;
 - `block_diagonal`: `Newton(chord=True, linear_solver=BlockDiagonal())` on the stage
   residual (42×42 diagonal blocks from 42 JVPs of the 3-stage residual, an LU per body per
   iteration).
@@ -28,7 +29,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxrigid.integrators.chain_gauss import ChainGauss6  # noqa: E402
+from jaxrigid.integrators import Gauss6  # noqa: E402
 from jaxrigid.linear_solvers import BlockDiagonal  # noqa: E402
 from jaxrigid.models.chain_boundary import ChainBoundary  # noqa: E402
 from jaxrigid.models.chain_quaternion import QuaternionChain, from_velocities  # noqa: E402
@@ -38,8 +39,8 @@ from jaxrigid.newton import Newton  # noqa: E402
 
 H = 0.01
 SOLVERS = {
-    "stage_jacobian": ChainGauss6(),
-    "block_diagonal": ChainGauss6(newton=Newton(chord=True, linear_solver=BlockDiagonal())),
+    "stage_jacobian": Gauss6(),
+    "block_diagonal": Gauss6(newton=Newton(chord=True, linear_solver=BlockDiagonal())),
 }
 
 

@@ -49,9 +49,9 @@ allocation for 1.2·10⁶ particles asked for 31 GB) the same pairs are written 
 
 **4. Integrator steps** (`steps`, a hook): one full step of `simulate` (jit, `save_every =
 n_steps`, time of 4 steps / 4) for `RATTLE` (rows `ChainRATTLE`) on `RigidBodyChain` and
-`ChainGauss6` on `QuaternionChain`, boundary `c1-c2` with force `(STEP_FORCE, 0, 0)`, discs
-`n_p = 12`, from rest, h = .01, N + 2 = 10 … 10⁴ (10⁵ with `--steps-max`); skipped with the
-import error when the modules are missing.
+`Gauss6` (rows `ChainGauss6`) on `QuaternionChain`, boundary `c1-c2` with force
+`(STEP_FORCE, 0, 0)`, discs `n_p = 12`, from rest, h = .01, N + 2 = 10 … 10⁴ (10⁵ with
+`--steps-max`); skipped with the import error when the modules are missing.
 `make_step_models` is the one place to adapt to their API.
 
 `--threads 1` runs XLA on one thread, pinned to one core (set before JAX starts): on a shared
@@ -498,8 +498,7 @@ def section_jaxmd(quick: bool, allocate_max: int) -> dict:
 def make_step_models(n_bodies: int):
     """`[(name, integrator, model, state0)]` for the chain integrators, from rest. The one
     place to adapt when their API changes."""
-    from jaxrigid.integrators import RATTLE
-    from jaxrigid.integrators.chain_gauss import ChainGauss6
+    from jaxrigid.integrators import RATTLE, Gauss6
     from jaxrigid.lie import quaternion
     from jaxrigid.models import chain_matrix, chain_quaternion
     from jaxrigid.models.chain_boundary import ChainBoundary
@@ -518,7 +517,7 @@ def make_step_models(n_bodies: int):
     q = quaternion.from_matrix(R)
     return [
         ("ChainRATTLE", RATTLE(), matrix, from_velocities(chain_matrix, type(matrix), R)),
-        ("ChainGauss6", ChainGauss6(), quat, from_velocities(chain_quaternion, type(quat), q)),
+        ("ChainGauss6", Gauss6(), quat, from_velocities(chain_quaternion, type(quat), q)),
     ]
 
 

@@ -28,9 +28,6 @@ from .integrators import TRAP as TRAP
 from .integrators import TRAPM as TRAPM
 from .integrators import BackwardEuler as BackwardEuler
 from .integrators import BackwardEulerMomentum as BackwardEulerMomentum
-from .integrators import ChainGauss2 as ChainGauss2
-from .integrators import ChainGauss4 as ChainGauss4
-from .integrators import ChainGauss6 as ChainGauss6
 from .integrators import DMV4Body as DMV4Body
 from .integrators import DMV4Spatial as DMV4Spatial
 from .integrators import DMV6Body as DMV6Body
@@ -71,6 +68,7 @@ from .linear_solvers import AbstractLinearSolver as AbstractLinearSolver
 from .linear_solvers import BlockDiagonal as BlockDiagonal
 from .linear_solvers import DenseLU as DenseLU
 from .linear_solvers import Krylov as Krylov
+from .linear_solvers import StageJacobian as StageJacobian
 from .models import AbstractModel as AbstractModel
 from .models import DirectorRigidBody as DirectorRigidBody
 from .models import DirectorState as DirectorState
@@ -129,9 +127,6 @@ __all__ = [
     "TRAPM",
     "BackwardEuler",
     "BackwardEulerMomentum",
-    "ChainGauss2",
-    "ChainGauss4",
-    "ChainGauss6",
     "DMV4Body",
     "DMV4Spatial",
     "DMV6Body",
@@ -172,6 +167,7 @@ __all__ = [
     "BlockDiagonal",
     "DenseLU",
     "Krylov",
+    "StageJacobian",
     "AbstractModel",
     "DirectorRigidBody",
     "DirectorState",

@@ -10,6 +10,11 @@ solves with that linearisation, and solves the linear system of the implicit-fun
 - `BlockDiagonal`: N bodies with b unknowns each, the Jacobian's diagonal blocks only, from
   b coloured JVPs, solved as N small systems: cost linear in N.
 - `Krylov`: matrix-free GMRES on the JVP.
+- `StageJacobian`: the simplified Newton of the implicit Runge–Kutta stage equations
+  (Hairer & Wanner II §IV.8), per body: the residual premultiplied by `M⁻¹`,
+  `M = I − h A ⊗ D` with the per-body Jacobian blocks `D` (`body_blocks`).
+- `StructureDefault`: no solver of its own; it stands for the one the model's structure
+  declares (`stage_linear_solver`), resolved by the integrator at each step.
 """
 
 from __future__ import annotations
@@ -96,6 +101,22 @@ class AbstractLinearSolver(eqx.Module):
     def norm(self, v):
         """`max |v|`, for the stopping rule."""
         return jnp.max(jnp.abs(v))
+
+    def resolve(self, default: AbstractLinearSolver) -> AbstractLinearSolver:
+        """The solver Newton runs where a model's structure declares `default`: this one
+        (`StructureDefault` stands for `default`)."""
+        del default
+        return self
+
+    def stage_preconditioner(self, blocks, h, a):
+        """`r ↦ P r` on stage residuals `(..., s, w)` of an implicit Runge–Kutta step: Newton
+        solves `P r(Z) = 0`, whose root is the stages' (`P` invertible). Default: the identity
+        (Newton solves the stage residual itself). `blocks()`: the Jacobian blocks
+        `D (..., w, w)` of the vector field at the step's start (per body along a body axis,
+        one block without one), called only by a solver that uses them; `h` the step, `a` the
+        table's `A (s, s)` (NumPy)."""
+        del blocks, h, a
+        return _identity
 
 
 class Auto(AbstractLinearSolver):
@@ -258,3 +279,108 @@ class BlockDiagonal(AbstractLinearSolver):
             return self.tangent.gmres(matvec, b, lambda v: _linalg.solve(blocks, v), strict=True)
 
         return lax.custom_linear_solve(g, y, preconditioned, preconditioned)
+
+
+def body_blocks(f, y, reach: int):
+    """`D (B, w, w)`, `D_n = ∂f_n/∂y_n`, of a map `f` on `(B, w)` arrays whose `f_n` depends on
+    the bodies `n − reach … n + reach` only: `reach + 1` colours of `w` JVPs each, a unit
+    tangent on every body of one colour (`n mod (reach + 1)`) at once, exact because no two
+    bodies of a colour are within reach of each other (for `reach = 1`, parity). The JVPs run
+    one after another (`lax.map`): on the CPU faster than their `vmap` on long chains, and
+    quicker to compile than an unrolled loop (bench/README.md, "Measurements behind the
+    source's design choices")."""
+    n, w = y.shape
+    colours = reach + 1
+    colour = (jnp.arange(n) % colours)[:, None]
+    basis = jnp.eye(w, dtype=y.dtype)
+    tangents = jnp.stack(
+        [jnp.where(colour == c, basis[k][None, :], 0.0) for c in range(colours) for k in range(w)]
+    )  # (colours·w, n, w)
+    _, jvp = jax.linearize(f, y)
+    cols = jax.lax.map(jvp, tangents).reshape(colours, w, n, w)  # (colour, k, body, row)
+    own = cols[colours - 1]
+    for c in reversed(range(colours - 1)):
+        own = jnp.where(colour[None, :, :] == c, cols[c], own)  # (k, body, row)
+    return jnp.transpose(own, (1, 2, 0))  # (body, row, k)
+
+
+def _stage_inverse(D, h, a):
+    """`r ↦ M⁻¹ r` for `r (..., s, w)`, `M = I − h A ⊗ D` per block `D (..., w, w)`: with
+    `A = TΛT⁻¹`, `M⁻¹ = (T ⊗ I) diag_i (I − hλ_i D)⁻¹ (T⁻¹ ⊗ I)` (Hairer & Wanner II §IV.8).
+    For real `r` the components of a conjugate pair `λ, λ̄` are conjugate, so one inverse per
+    pair is formed (Gauss6: one real eigenvalue and a pair, 2 complex `w×w` inverses per
+    block) and the pair's term is twice the real part of one."""
+    lam, T = np.linalg.eig(np.asarray(a, np.float64))
+    Tinv = np.linalg.inv(T)
+    keep = [i for i in range(len(lam)) if lam[i].imag >= 0]  # reals and one of each pair
+    weight = np.where(lam[keep].imag > 0, 2.0, 1.0)
+    cdtype = jnp.result_type(D.dtype, jnp.complex64)
+    lam_k = jnp.asarray(lam[keep], cdtype)
+    T_k = jnp.asarray(T[:, keep] * weight[None, :], cdtype)  # (s, kept)
+    Tinv_k = jnp.asarray(Tinv[keep, :], cdtype)  # (kept, s)
+    lead = (None,) * (D.ndim - 2)  # the body axis, if any
+    eye = jnp.eye(D.shape[-1], dtype=cdtype)[lead + (None,)]
+    blocks = eye - (h * lam_k)[lead + (slice(None), None, None)] * D[..., None, :, :].astype(cdtype)
+    inv = jnp.linalg.inv(blocks)  # (..., kept, w, w)
+
+    def apply(r):
+        u = jnp.einsum("ij,...jk->...ik", Tinv_k, r.astype(cdtype))
+        v = jnp.einsum("...ikl,...il->...ik", inv, u)
+        return jnp.real(jnp.einsum("ij,...jk->...ik", T_k, v)).astype(r.dtype)
+
+    return apply
+
+
+class StageJacobian(AbstractLinearSolver):
+    """The simplified Newton iteration of the implicit Runge–Kutta stage equations (Hairer &
+    Wanner II §IV.8), block by block: once per step the stage residual is premultiplied by
+    `M⁻¹`, `M = I − h A ⊗ D` with `D` the Jacobian blocks of the field at `y₀` (per body,
+    `body_blocks`, along a body axis; the whole Jacobian without one), inverted through the
+    eigenvalues of `A` (`_stage_inverse`); each iteration is then one residual evaluation and
+    `x ← x − M⁻¹ r(x)`, so this solver's own solve is the identity. Along a body axis the
+    neighbours' coupling is left out of `M` (block Jacobi: linear convergence at a rate
+    `O(h²)` of the coupling), and the cost is linear in the number of bodies. The default of
+    a chain's Gauss methods (`AbstractCanonicalChain.stage_linear_solver`); for a solver that
+    is not an implicit Runge–Kutta method's, a fixed-point iteration. The gradient's
+    `tangent_solve` is exact: GMRES (`tangent`, a `Krylov`'s settings) on the true Jacobian of
+    the preconditioned residual, which is close to the identity."""
+
+    tangent: Krylov = eqx.field(default=Krylov(), static=True)
+
+    def linearise(self, f, x):
+        return f(x), None
+
+    def solve(self, op, r):
+        return r
+
+    def tangent_solve(self, g, y):
+        return self.tangent.tangent_solve(g, y)
+
+    def stage_preconditioner(self, blocks, h, a):
+        return _stage_inverse(blocks(), lax.stop_gradient(h), a)
+
+
+class StructureDefault(AbstractLinearSolver):
+    """The linear solver the model's structure declares for its stage equations
+    (`stage_linear_solver`: `Auto()` for a canonical Hamiltonian system, `StageJacobian()` for
+    a chain of bodies), resolved by the implicit Runge–Kutta methods at each step (`resolve`):
+    their default `newton`'s solver. Not a solver itself: unresolved, Newton refuses it."""
+
+    def resolve(self, default: AbstractLinearSolver) -> AbstractLinearSolver:
+        return default
+
+    def layout(self, guess):
+        raise TypeError(
+            "StructureDefault() stands for a model structure's linear solver and is resolved "
+            "by the implicit Runge–Kutta methods; elsewhere give a solver (Auto, DenseLU, "
+            "BlockDiagonal, Krylov, StageJacobian)"
+        )
+
+    def linearise(self, f, x):
+        return self.layout(x)
+
+    def solve(self, op, r):
+        return self.layout(r)
+
+    def tangent_solve(self, g, y):
+        return self.layout(y)

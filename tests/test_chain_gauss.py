@@ -13,21 +13,17 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from jaxrigid.integrators.chain_gauss import (
-    ChainGauss2,
-    ChainGauss4,
-    ChainGauss6,
-    pack,
-    unpack,
-)
+from jaxrigid.integrators import Gauss2, Gauss4, Gauss6
 from jaxrigid.lie import quaternion as quat
 from jaxrigid.lie import so3
-from jaxrigid.linear_solvers import BlockDiagonal
+from jaxrigid.linear_solvers import BlockDiagonal, StageJacobian
 from jaxrigid.models.chain_boundary import ChainBoundary
 from jaxrigid.models.chain_quaternion import (
     ChainQuaternionState,
     QuaternionChain,
     from_velocities,
+    pack,
+    unpack,
 )
 from jaxrigid.models.particle_body import tetrahedron
 from jaxrigid.models.particle_chain import LennardJones, ParticleChain, quaternion_matrix
@@ -225,17 +221,21 @@ def test_angular_velocity_and_momentum_against_the_particles():
 
 def test_integrator_facts():
     """Names, orders and facts from the tables; only the quaternion chain is integrated."""
-    for cls, name, order in ((ChainGauss2, "gauss2", 2), (ChainGauss4, "gauss4", 4)) + (
-        (ChainGauss6, "gauss6", 6),
+    for cls, name, order in ((Gauss2, "gauss2", 2), (Gauss4, "gauss4", 4)) + (
+        (Gauss6, "gauss6", 6),
     ):
         m = cls()
         assert (m.name, m.order, m.implicit) == (name, order, True)
         assert m.symmetric and m.symplectic
     model, s0 = section_3_5()
-    assert ChainGauss6().integrates(model)
+    assert Gauss6().integrates(model)
+    # the default newton's linear solver is the structure's: the per-body simplified Newton
+    assert Gauss6().newton_for(model).linear_solver == StageJacobian()
+    generic = Gauss6(newton=Newton(chord=True, linear_solver=BlockDiagonal()))
+    assert generic.newton_for(model) is generic.newton
     rb = RigidBody(jnp.diag(jnp.asarray([1.0, 2.0, 3.0])))
     with pytest.raises(IncompatibleModelError, match="gauss6 does not integrate a RigidBody"):
-        simulate(ChainGauss6(), rb, None, 0.1, 1)
+        simulate(Gauss6(), rb, None, 0.1, 1)
 
 
 # --- order and the unit-norm error ----------------------------------------------------------
@@ -267,9 +267,9 @@ def order_problem():
 @pytest.mark.parametrize(
     "cls, steps",
     [
-        pytest.param(ChainGauss2, (32, 64, 128), marks=pytest.mark.slow),
-        pytest.param(ChainGauss4, (16, 32, 64), marks=pytest.mark.slow),
-        (ChainGauss6, (32, 64, 128)),
+        pytest.param(Gauss2, (32, 64, 128), marks=pytest.mark.slow),
+        pytest.param(Gauss4, (16, 32, 64), marks=pytest.mark.slow),
+        (Gauss6, (32, 64, 128)),
     ],
 )
 def test_measured_order_and_unit_norm_error_order(cls, steps):
@@ -302,8 +302,8 @@ def test_symmetric_step_is_reversible():
     `O(h⁷)` per step, ≈ 1e-7 here)."""
     model, s0, _ = order_problem()
     h = ORDER_T / 32
-    s1 = final(ChainGauss6(), model, s0, h, SAVES)
-    s2 = final(ChainGauss6(), model, s1, -h, SAVES)
+    s1 = final(Gauss6(), model, s0, h, SAVES)
+    s2 = final(Gauss6(), model, s1, -h, SAVES)
     np.testing.assert_allclose(pack(s2), pack(s0), atol=1e-12 * float(jnp.max(jnp.abs(pack(s0)))))
 
 
@@ -315,8 +315,8 @@ def test_block_diagonal_newton_finds_the_same_stages():
     increments, times the few steps)."""
     model, s0, _ = order_problem()
     h = ORDER_T / 32
-    generic = ChainGauss6(newton=Newton(chord=True, linear_solver=BlockDiagonal()))
-    a, b = final(ChainGauss6(), model, s0, h, SAVES), final(generic, model, s0, h, SAVES)
+    generic = Gauss6(newton=Newton(chord=True, linear_solver=BlockDiagonal()))
+    a, b = final(Gauss6(), model, s0, h, SAVES), final(generic, model, s0, h, SAVES)
     np.testing.assert_allclose(pack(a), pack(b), atol=1e-12 * float(jnp.max(jnp.abs(pack(s0)))))
 
 
@@ -328,7 +328,7 @@ LONG_H, LONG_STEPS = 0.01, 4000  # t = 40 of Gauss6
 @functools.cache
 def long_run(kind, thesis=False, n_steps=LONG_STEPS):
     model, s0 = section_3_5(kind, thesis=thesis)
-    return model, s0, run(ChainGauss6(), model, s0, LONG_H, n_steps)
+    return model, s0, run(Gauss6(), model, s0, LONG_H, n_steps)
 
 
 @pytest.mark.xla_defaults
@@ -428,9 +428,9 @@ def test_vmap_over_initial_velocities_equals_each_member():
         return s0._replace(p=c * s0.p, g=c * s0.g)
 
     h = ORDER_T / 32
-    batched = jax.vmap(lambda c: run(ChainGauss6(), model, start(c), h, 2 * SAVES).states)(scales)
+    batched = jax.vmap(lambda c: run(Gauss6(), model, start(c), h, 2 * SAVES).states)(scales)
     for i, c in enumerate(scales):
-        one = final(ChainGauss6(), model, start(c), h, 2 * SAVES)
+        one = final(Gauss6(), model, start(c), h, 2 * SAVES)
         np.testing.assert_allclose(
             pack(jax.tree.map(lambda x: x[i, -1], batched)),
             pack(one),
@@ -448,7 +448,7 @@ def test_float32_run_is_finite_and_converges():
         lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree
     )
     model32, s32 = f32(model), f32(s0)
-    out = run(ChainGauss6(), model32, s32, jnp.float32(0.01), 200)
+    out = run(Gauss6(), model32, s32, jnp.float32(0.01), 200)
     end = jax.tree.map(lambda x: x[-1], out.states)
     assert end.q.dtype == jnp.float32 and int(out.failed) == 0
     assert all(bool(jnp.all(jnp.isfinite(x))) for x in end)
@@ -459,7 +459,7 @@ def test_float32_run_is_finite_and_converges():
 @functools.partial(jax.jit, static_argnums=(3,))
 def _end_position_gradient(model, s0, h, n):
     """`∂ r_{3,x}(nh) / ∂ v_{2,y}(0)` by reverse mode through `n` steps (a plain scan)."""
-    integ = ChainGauss6()
+    integ = Gauss6()
 
     def end_x(vy):
         s = s0._replace(p=s0.p.at[2, 1].add(model.mass * vy))
@@ -488,7 +488,7 @@ def test_gradient_wrt_initial_velocity_equals_finite_differences():
 
     def shifted(dv):
         s = s0._replace(p=s0.p.at[2, 1].add(model.mass * dv))
-        return float(final(ChainGauss6(), model, s, h, n).r[3, 0])
+        return float(final(Gauss6(), model, s, h, n).r[3, 0])
 
     fd = (shifted(d) - shifted(-d)) / (2 * d)
     assert abs(grad) > 1e-2, grad
@@ -518,16 +518,16 @@ def test_bad_input_refused_through_simulate(case):
     model, good, bad = _bad_states()
     state, message = bad[case]
     with pytest.raises(ValueError, match=message):
-        simulate(ChainGauss6(), model, state, 0.01, 1)
+        simulate(Gauss6(), model, state, 0.01, 1)
     batch = jax.tree.map(lambda a, b: jnp.stack([a, b]), good, state)
     with pytest.raises(ValueError, match=r"ensemble member 1"):
-        simulate(ChainGauss6(), model, batch, 0.01, 1)
+        simulate(Gauss6(), model, batch, 0.01, 1)
 
 
 def test_bad_shapes_refused():
     model, s0 = section_3_5()
     with pytest.raises(ValueError, match=r"q, g \(\.\.\., N\+2, 4\)"):
-        simulate(ChainGauss6(), model, s0._replace(q=s0.q[:, :3]), 0.01, 1)
+        simulate(Gauss6(), model, s0._replace(q=s0.q[:, :3]), 0.01, 1)
 
 
 # --- long chains -------------------------------------------------------------------------------
@@ -539,6 +539,6 @@ def test_thousand_body_chain_converges_every_step():
     the round-off scaling of Newton's rule, updates cycled at 5e-12 for bodies near r = 1140
     (above the default tolerance) and every step ran into max_steps."""
     model, s0 = section_3_5("c1-c2", n_bodies=1000)
-    out = run(ChainGauss6(), model, s0, 0.01, SAVES)
+    out = run(Gauss6(), model, s0, 0.01, SAVES)
     assert int(out.failed) == 0 and int(out.iterations) <= 8
     assert bool(jnp.all(jnp.isfinite(pack(jax.tree.map(lambda x: x[-1], out.states)))))

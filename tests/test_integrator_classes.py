@@ -154,6 +154,8 @@ def test_family_views_are_the_registry():
     for cls in REGISTRY:
         assert [f for f, m in METHODS_BY_FAMILY.items() if cls in m.values()] == families_of(cls)
     assert family_of(RATTLE) == "constrained" and families_of(RATTLE) == ["constrained", "chain"]
+    assert families_of(Gauss6) == ["hamiltonian", "chain"]
+    assert families_of(jr.RadauIIA5) == ["hamiltonian"]  # only the Gauss methods take chains
     assert list(METHODS_BY_FAMILY)[: len(FAMILIES)] == list(FAMILIES)
     for family, methods in METHODS_BY_FAMILY.items():
         order = [REGISTRY.index(cls) for cls in methods.values()]

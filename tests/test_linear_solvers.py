@@ -10,7 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrigid.linear_solvers import Auto, BlockDiagonal, DenseLU, Krylov
+from jaxrigid.linear_solvers import (
+    Auto,
+    BlockDiagonal,
+    DenseLU,
+    Krylov,
+    StageJacobian,
+    StructureDefault,
+    body_blocks,
+)
 from jaxrigid.newton import Newton, default_tolerance
 
 EPS = float(np.finfo(np.float64).eps)
@@ -310,6 +318,53 @@ def test_bad_configurations_raise():
         Newton().solve(lambda x: x, {})
     with pytest.raises(TypeError, match="linear_solver"):
         Newton(linear_solver="lu")
+    # a structure's default stands for a solver, resolved by the Runge–Kutta methods only
+    with pytest.raises(TypeError, match="StructureDefault"):
+        Newton(linear_solver=StructureDefault()).solve(lambda x: x, jnp.zeros(3))
+    assert StructureDefault().resolve(Krylov()) == Krylov()
+    assert BlockDiagonal().resolve(Krylov()) == BlockDiagonal()
+
+
+@pytest.mark.parametrize("reach", [1, 2])
+def test_body_blocks_by_colouring_are_the_jacobians_diagonal_blocks(reach):
+    """`body_blocks` of a map whose body `n` depends on bodies `n − reach … n + reach` equals
+    the diagonal blocks of its dense Jacobian (to round-off: the same JVP products)."""
+    n, w = 9, 3
+    c = jnp.asarray(np.random.default_rng(reach).uniform(-1, 1, (n, w)))
+
+    def shift(y, k):  # body n gets body n − k's row (zero past the ends: a chain, no ring)
+        pad = jnp.zeros((abs(k), w), y.dtype)
+        return jnp.concatenate([pad, y[:-k]]) if k > 0 else jnp.concatenate([y[-k:], pad])
+
+    def f(y):  # nonlinear in each body, coupled to the neighbours within reach
+        out = jnp.sin(y) * c + y**2
+        for k in range(1, reach + 1):
+            out = out + 0.3 * shift(y, k) * y + 0.2 * shift(y, -k) ** 2
+        return out
+
+    y = c + 0.5
+    J = jax.jacfwd(f)(y).reshape(n * w, n * w)
+    dense = np.stack([np.asarray(J[i * w : (i + 1) * w, i * w : (i + 1) * w]) for i in range(n)])
+    np.testing.assert_allclose(np.asarray(body_blocks(f, y, reach)), dense, rtol=0, atol=4 * EPS)
+
+
+def test_stage_jacobian_without_a_body_axis_solves_the_same_stages():
+    """On a flat canonical system `StageJacobian` preconditions the stage residual with the
+    whole Jacobian at the step's start (one block): the simplified Newton iteration, which
+    finds full Newton's (`Auto`) stages to its tolerance; 20 Gauss6 steps of the pendulum
+    agree to 1e-11 (Newton's tolerance eps^(3/4) ≈ 2e-12, times the steps)."""
+    from jaxrigid import Gauss6, simulate
+    from jaxrigid.cases import get_case
+
+    case = get_case("pendulum")
+    method = Gauss6(newton=Newton(linear_solver=StageJacobian()))
+    model, s0 = case.build_for(method)(case.resolve())
+    assert Gauss6().newton_for(model).linear_solver == Auto()
+    simplified = simulate(method, model, s0, case.default_dt, 20, save_every=20)
+    full = simulate(Gauss6(), model, s0, case.default_dt, 20, save_every=20)
+    assert bool(simplified.outcome.all_converged)
+    for a, b in zip(jax.tree.leaves(simplified.final_state), jax.tree.leaves(full.final_state)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-11)
 
 
 @pytest.mark.parametrize("b", [1, 2, 4, 7])

@@ -142,7 +142,7 @@ def test_one_class_for_a_body_and_a_chain():
     axis) and refuses the other forms of the same systems (the Lie–Poisson body, the
     quaternion chain), naming its structure."""
     from jaxrigid.cases import get_case
-    from jaxrigid.integrators import METHODS_BY_FAMILY, ChainGauss6
+    from jaxrigid.integrators import METHODS_BY_FAMILY, Gauss6
 
     families = [f for f, methods in METHODS_BY_FAMILY.items() if "rattle" in methods]
     assert families == ["constrained", "chain"]
@@ -150,7 +150,7 @@ def test_one_class_for_a_body_and_a_chain():
     assert METHODS_BY_FAMILY["constrained"]["rattle"] is METHODS_BY_FAMILY["chain"]["rattle"]
     chain_case = get_case("chain-tetrahedra-c1c1")
     matrices = chain_case.build_for(RATTLE())(chain_case.resolve())[0]
-    quaternions = chain_case.build_for(ChainGauss6())(chain_case.resolve())[0]
+    quaternions = chain_case.build_for(Gauss6())(chain_case.resolve())[0]
     body = top()[0]
     assert RATTLE().integrates(body) and RATTLE().integrates(matrices)
     assert not RATTLE().integrates(quaternions)

@@ -183,8 +183,7 @@ def _isinstance_of_a_model(tree, module: str):
 
 def test_no_integrator_asks_a_model_for_its_class():
     """No integrator module branches on a model's class or probes it with `getattr` (the
-    checks left: the base's structure check; `chain_gauss` on its linear solver's type, which
-    picks how Newton's linear systems are solved, not what the model is)."""
+    check left: the base's structure check)."""
     found = {
         path.name: hits
         for path in sorted(INTEGRATORS.glob("*.py"))
@@ -195,3 +194,19 @@ def test_no_integrator_asks_a_model_for_its_class():
     probe = "if isinstance(model, RollingBallUnreduced):\n    pass\n"
     assert _isinstance_of_a_model(ast.parse(probe), "x.py")
     assert _isinstance_of_a_model(ast.parse("getattr(model, 'q', None)"), "x.py")
+
+
+def test_no_integrator_asks_a_linear_solver_for_its_class():
+    """What a linear solver does for a method's stage equations is its own member
+    (`stage_preconditioner`, `resolve`), never an `isinstance` on it in an integrator (the
+    chain's Gauss once asked whether its solver was the `StageJacobian`)."""
+    found = [
+        (path.name, ast.unparse(node))
+        for path in sorted(INTEGRATORS.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("isinstance", "issubclass")
+        and "solver" in ast.unparse(node)
+    ]
+    assert found == []

@@ -8,9 +8,6 @@ from . import tableau as tableau
 from .base import AbstractImplicitIntegrator as AbstractImplicitIntegrator
 from .base import AbstractIntegrator as AbstractIntegrator
 from .base import StepInfo as StepInfo
-from .chain_gauss import ChainGauss2 as ChainGauss2
-from .chain_gauss import ChainGauss4 as ChainGauss4
-from .chain_gauss import ChainGauss6 as ChainGauss6
 from .classical import CLASSICAL_CLASSES
 from .classical import RK4 as RK4
 from .classical import Euler as Euler
@@ -106,16 +103,13 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     DMVSpatial,
     *PREPROCESSED_DMV_CLASSES,  # Hairer & Vilmart (2006): preprocessed DMV, orders 4–10
     LiePoissonSplitting,  # McLachlan (1993), Touma & Wisdom (1994): explicit, symmetric
-    # canonical Hamiltonian systems (Chaurasia 2012, ch. 2)
+    # canonical Hamiltonian systems (Chaurasia 2012, ch. 2); Gauss2/4/6 also the quaternion
+    # chain (§3.3–3.5)
     *CLASSICAL_CLASSES,
     *PARTITIONED_CLASSES,
     EnergyMomentumAVF,  # Gebhardt & Romero: directors, standard & non-twisting
     DMVCoupledBody,  # Dixon §8: two bodies, ball-and-socket joint
     DMVCoupledSpatial,
-    # chains of particle bodies (Chaurasia §3.2–3.5) in quaternions
-    ChainGauss6,
-    ChainGauss4,
-    ChainGauss2,
     RATTLE,  # rotation matrices with RᵀR = 1 (Chaurasia §3.2, App. B): a body or a chain
     *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers), unit quaternions
     *NONHOLONOMIC_LIE_CLASSES,
@@ -143,7 +137,8 @@ FAMILIES: dict[str, tuple[type, ...]] = {
 
 def families_of(cls: type[AbstractIntegrator]) -> list[str]:
     """The families of an integrator class: those whose structures include one it integrates
-    (RATTLE's constrained bodies are the `"constrained"` family's and the `"chain"`'s), in
+    (RATTLE's constrained bodies are the `"constrained"` family's and the `"chain"`'s; Gauss6
+    integrates the `"hamiltonian"` family's canonical system and the chain's), in
     `FAMILIES`' order; a structure of no listed family names its own
     (`AbstractGyrostat` → `gyrostat`)."""
     found = [f for f, listed in FAMILIES.items() if set(listed) & set(cls.structures)]
@@ -187,14 +182,14 @@ def methods_for(model) -> list[str]:
 
 def get_method(name: str, family: str | None = None):
     """A fresh integrator by (case-insensitive) canonical name (`"IMIDM"`, `"rkmk4"`,
-    `"dmv-body"`) or class name (`"MKRKMidpoint"`, `"ChainGauss6"`); `ValueError` listing the
+    `"dmv-body"`) or class name (`"MKRKMidpoint"`, `"Gauss6"`); `ValueError` listing the
     valid names. `<method>:<scheme>` is the method composed by a scheme of
     `COMPOSITION_SCHEMES` (`IMIDM:kahan-li8`; `compose`).
 
     Without `family` every registered method is searched, in registry order. A few canonical
-    names belong to two classes (`gauss2/4/6` to the Hamiltonian system and to the chain,
-    `dmv-body`/`dmv-spatial` to the free and the coupled bodies): the first registered wins,
-    and `family` (`"chain"`, `"coupled_bodies"`) or the class name picks the other."""
+    names belong to two classes (`dmv-body`/`dmv-spatial` to the free and the coupled
+    bodies): the first registered wins, and `family` (`"coupled_bodies"`) or the class name
+    picks the other. (One class in two families, `gauss6` or `rattle`, is found in either.)"""
     base, sep, scheme = name.partition(":")
     if sep:
         return compose(get_method(base, family), scheme.lower())

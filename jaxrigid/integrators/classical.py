@@ -1,23 +1,43 @@
 """Classical Runge–Kutta methods for `dy/dt = f(t, y)` on pytrees, given by their tableau.
 
-The state pytree is flattened with `jax.flatten_util.ravel_pytree` and stepped by the shared
-engine `runge_kutta`: explicit tables stage by stage, implicit ones by solving for all stage
-increments with full `Newton` (Jacobian by `jax.jacfwd`, re-formed every iteration), started
-from the previous step's stages extrapolated (the solver state). Its
-default stopping rule, `max|Δz| ≤ eps^(3/4)(1 + max|z|)`, leaves an error of order
-`(eps^(3/4))²` after a quadratically convergent iteration: round-off, so the symplecticity of
-the Gauss and Sun Geng tables is not spoiled by the solver (Chaurasia 2012, ch. 2, used a
-fixed tolerance 10⁻¹⁰ instead). The model supplies `vector_field(t, state) -> state`.
+The model lays its state out as one array (`state_layout`: a flat vector for a canonical
+system, one row per body for a chain) and supplies `vector_field(t, state) -> state`; the
+shared engine `runge_kutta` steps it: explicit tables stage by stage, implicit ones by solving
+for all stage increments with `Newton`, started from the previous step's stages extrapolated
+(the solver state). Newton's linear solver is by default the one the model's structure
+declares (`StructureDefault`, resolved at each step): for a canonical system full Newton
+(`Auto`: the Jacobian by `jax.jacfwd`, re-formed every iteration), whose default stopping
+rule, `max|Δz| ≤ eps^(3/4)(1 + max|z|)`, leaves an error of order `(eps^(3/4))²` after a
+quadratically convergent iteration: round-off, so the symplecticity of the Gauss and Sun Geng
+tables is not spoiled by the solver (Chaurasia 2012, ch. 2, used a fixed tolerance 10⁻¹⁰
+instead); for a chain of bodies the per-body simplified Newton (`StageJacobian`, Hairer &
+Wanner II §IV.8), cost linear in the number of bodies.
+
+The Gauss methods integrate both structures: Chaurasia (2012) §3.3–3.5 integrates the
+quaternion chain (3.28a–d) with Gauss6. There `qᵀg` is a quadratic first integral of the
+vector field (`QuaternionChain.multiplier`), so the Gauss methods keep it to round-off, and
+the unit-norm error is the method's own error (tests/test_chain_gauss.py measures it against
+the thesis's Figure 3.3 claim of second order). Any other `Newton` linear solver applies to
+the stage residual itself, e.g. `Gauss6(newton=Newton(chord=True,
+linear_solver=BlockDiagonal()))` on a chain: the Jacobian's `N+2` diagonal `14s × 14s` blocks
+(each also holding its neighbours' blocks) and a dense LU per body, slower per step than the
+default (bench/README.md, `chain_gauss_timing.py`). Either way the root is the collocation
+solution, and gradients come from the implicit function theorem with the exact Jacobian.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 import equinox as eqx
-from jax.flatten_util import ravel_pytree
 
-from ..models.structures import AbstractCanonicalSystem
+from ..linear_solvers import StructureDefault
+from ..models.structures import (
+    AbstractCanonicalChain,
+    AbstractCanonicalSystem,
+    AbstractStructure,
+)
 from ..newton import Newton
 from . import tableau as tb
 from .base import (
@@ -34,7 +54,7 @@ class AbstractHamiltonianTableauIntegrator(AbstractTableauIntegrator):
     and then keeping Kepler's angular momentum `L` (a quadratic, resp. bilinear `qᵀBp`,
     invariant) to round-off (GNI Thms. IV.2.2–2.3). These are class facts, from the table."""
 
-    structures = (AbstractCanonicalSystem,)
+    structures: ClassVar[tuple[type[AbstractStructure], ...]] = (AbstractCanonicalSystem,)
     symplectic: ClassVar[bool] = False
 
     @classmethod
@@ -59,41 +79,69 @@ class AbstractRungeKutta(AbstractHamiltonianTableauIntegrator):
 
     reference: ClassVar[str] = "Chaurasia (2012) ch. 2; Hairer, Lubich & Wanner, GNI §II.1, §VI.4"
 
-    def _flat(self, model, state, t):
-        y0, unravel = ravel_pytree(state)
+    def _field(self, model, state, t):
+        """`(F, y0, from_array)`: the field `F(τ, y)` at `t + τ` on the model's array layout of
+        the state, the state `y0` in it, and the map back to a state."""
+        y0, to_array, from_array = model.state_layout(state)
 
         def F(tau, y):
-            return ravel_pytree(model.vector_field(t + tau, unravel(y)))[0]
+            return to_array(model.vector_field(t + tau, from_array(y)))
 
-        return F, y0, unravel
+        return F, y0, from_array
 
 
 class AbstractExplicitRungeKutta(AbstractRungeKutta):
     """An explicit Runge–Kutta method: stage by stage, no solve, no Newton settings."""
 
     def step(self, model, state, solver_state, t, dt):
-        F, y0, unravel = self._flat(model, state, t)
+        F, y0, unravel = self._field(model, state, t)
         y1, info = explicit_rk_step(F, y0, dt, self.tableau)
         return unravel(y1), solver_state, info
 
 
+def _structure_default_newton() -> Newton:
+    return Newton(linear_solver=StructureDefault())
+
+
 class AbstractImplicitRungeKutta(AbstractRungeKutta, AbstractImplicitIntegrator):
-    """An implicit Runge–Kutta method: all stage increments solved at once with `newton`.
+    """An implicit Runge–Kutta method: all stage increments solved at once with `newton`
+    (default: `Newton` with the linear solver the model's structure declares,
+    `stage_linear_solver`: `Auto()` for a canonical system, `StageJacobian()` for a chain).
 
-    Solver state: the guess `(s, n)` of the next step's stage derivatives, from which Newton
-    starts (`runge_kutta`: `f(y0)` for the first step, then the previous step's stage
-    derivatives extrapolated, Hairer & Wanner IV.8)."""
+    Solver state: the guess `(s, *y.shape)` of the next step's stage derivatives on the
+    model's `state_layout`, from which Newton starts (`runge_kutta`: `f(y0)` for the first
+    step, then the previous step's stage derivatives extrapolated, Hairer & Wanner IV.8)."""
 
-    newton: Newton = eqx.field(default_factory=Newton)
+    newton: Newton = eqx.field(default_factory=_structure_default_newton)
+
+    def newton_for(self, model) -> Newton:
+        """`newton` with its linear solver resolved against the model's structure (a
+        `StructureDefault` becomes the structure's `stage_linear_solver`)."""
+        solver = self.newton.linear_solver.resolve(model.stage_linear_solver)
+        if solver is self.newton.linear_solver:
+            return self.newton
+        return dataclasses.replace(self.newton, linear_solver=solver)
 
     def init(self, model, state0, t0, dt):
-        F, y0, _ = self._flat(model, state0, t0)
+        F, y0, _ = self._field(model, state0, t0)
         return initial_slopes(F, y0, dt, self.tableau)
 
     def step(self, model, state, solver_state, t, dt):
-        F, y0, unravel = self._flat(model, state, t)
-        y1, slopes, info = implicit_rk_step(F, y0, dt, self.tableau, self.newton, solver_state)
-        return unravel(y1), slopes, info
+        F, y0, from_array = self._field(model, state, t)
+        newton, reach = self.newton_for(model), model.coupling_reach
+        y1, slopes, info = implicit_rk_step(F, y0, dt, self.tableau, newton, solver_state, reach)
+        return from_array(y1), slopes, info
+
+
+class AbstractGauss(AbstractImplicitRungeKutta):
+    """Gauss–Legendre collocation (GNI §II.1.3), on a canonical system or on a chain of bodies
+    in quaternions (Chaurasia 2012, §3.3–3.5: Gauss6 on (3.28a–d)); module docstring."""
+
+    structures = (AbstractCanonicalSystem, AbstractCanonicalChain)
+    reference: ClassVar[str] = (
+        "Chaurasia (2012) ch. 2, §3.3–3.5; Hairer, Lubich & Wanner, GNI §II.1, §VI.4; "
+        "Hairer & Wanner II §IV.8"
+    )
 
 
 # The methods of Chaurasia (2012) ch. 2, one class each (the CLI's --method is the `name`).
@@ -123,19 +171,19 @@ class ImplicitMidpoint(AbstractImplicitRungeKutta):
     tableau = tb.IMPLICIT_MIDPOINT
 
 
-class Gauss2(AbstractImplicitRungeKutta):
+class Gauss2(AbstractGauss):
     """Gauss–Legendre collocation, 1 stage (the implicit midpoint rule under its GNI name)."""
 
     tableau = tb.GAUSS2
 
 
-class Gauss4(AbstractImplicitRungeKutta):
+class Gauss4(AbstractGauss):
     """Gauss–Legendre collocation, 2 stages, order 4 (GNI Table II.1.1)."""
 
     tableau = tb.GAUSS4
 
 
-class Gauss6(AbstractImplicitRungeKutta):
+class Gauss6(AbstractGauss):
     """Gauss–Legendre collocation, 3 stages, order 6 (GNI Table II.1.1)."""
 
     tableau = tb.GAUSS6

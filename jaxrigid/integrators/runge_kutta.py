@@ -22,6 +22,15 @@ carry nothing and start every step from `f(y0)`.
 The guess is a starting value only: the root, and its gradient (implicit function theorem),
 do not depend on it beyond Newton's tolerance, so it carries no derivative
 (`stop_gradient`).
+
+Two layouts of the state (the model's `state_layout`). A flat vector `y (n,)`: the unknowns
+`Z (s, n)`, one Newton system over all of them. A body axis `y (B, w)` (a chain): the unknowns
+laid out body first, `Z (B, s, w)`, every stage's field in one `vmap`, so that a linear solver
+can keep the work per body (`BlockDiagonal`: `B` blocks of `s·w`). Either way Newton solves
+`P r(Z) = 0` with `P` the linear solver's `stage_preconditioner`: the identity, or
+`StageJacobian`'s `M⁻¹ = (I − h A ⊗ D)⁻¹` from the field's Jacobian blocks `D` at `y₀` (per
+body by `body_blocks` over the model's `coupling_reach`; one block without a body axis), the
+simplified Newton iteration of Hairer & Wanner II §IV.8.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..linear_solvers import body_blocks
 from .base import explicit_info
 from .tableau import ButcherTableau
 
@@ -94,10 +104,14 @@ def explicit_rk_step(F, y0, h, tableau: ButcherTableau):
     return y0 + h * (b @ jnp.stack(K)), explicit_info(y0.dtype)
 
 
-def implicit_rk_step(F, y0, h, tableau: ButcherTableau, newton, slopes):
+def implicit_rk_step(F, y0, h, tableau: ButcherTableau, newton, slopes, reach=None):
     """One implicit RK step for `y' = F(τ, y)` from `τ = 0`, Newton started from the stage
-    derivatives' guess `slopes (s, n)` (`None`: from `f(y0)`). Returns `(y1, next slopes,
-    StepInfo)` (next slopes `None` where the table's are not extrapolated)."""
+    derivatives' guess `slopes (s, *y0.shape)` (`None`: from `f(y0)`). `y0 (n,)` flat, or
+    `(B, w)` along a body axis whose field couples bodies within `reach` (`_body_first_step`).
+    Returns `(y1, next slopes, StepInfo)` (next slopes `None` where the table's are not
+    extrapolated)."""
+    if y0.ndim == 2:
+        return _body_first_step(F, y0, h, tableau, newton, slopes, reach)
     if slopes is None:
         slopes = first_slopes(F(0.0 * h, y0), tableau.stages)
     a = jnp.asarray(tableau.a, y0.dtype)
@@ -108,11 +122,76 @@ def implicit_rk_step(F, y0, h, tableau: ButcherTableau, newton, slopes):
     def stage_derivatives(Z):
         return jnp.stack([F(c[j] * h, y0 + Z[j]) for j in range(s)])
 
+    def blocks():  # no body axis: the whole Jacobian is the one block
+        return jax.jacfwd(lambda y: F(0.0 * h, y))(lax.stop_gradient(y0))
+
+    precondition = newton.linear_solver.stage_preconditioner(blocks, h, tableau.a)
+
     def residual(z):
         Z = z.reshape(s, n)
-        return (Z - h * (a @ stage_derivatives(Z))).reshape(-1)
+        return precondition(Z - h * (a @ stage_derivatives(Z))).reshape(-1)
 
     z, info = newton.solve(residual, (h * (a @ slopes)).reshape(-1))
     K = stage_derivatives(z.reshape(s, n))
     slopes = next_slopes(K, c, tableau.b, info.converged) if extrapolates(c) else None
     return y0 + h * (b @ K), slopes, info
+
+
+def _body_first_step(F, y0, h, tableau: ButcherTableau, newton, slopes, reach):
+    """`implicit_rk_step` along a body axis, `y0 (B, w)`: the unknowns `Z (B, s, w)`, the
+    stages' fields in one `vmap`, Newton on `P r(w·x)/w` in the scaled unknowns
+    `x = Z/w` (`roundoff_scale`) from the warm start, with `P` the linear solver's
+    `stage_preconditioner` (`StageJacobian`: blocks from `body_blocks` over `reach`)."""
+    s = tableau.stages
+    a = jnp.asarray(tableau.a, y0.dtype)
+    b = jnp.asarray(tableau.b, y0.dtype)
+    tau = jnp.asarray(tableau.c, y0.dtype) * h  # stage k at t + c_k h
+    if slopes is None:
+        slopes = first_slopes(F(0.0 * h, y0), s)
+
+    def stage_derivatives(Z):  # (B, s, w) -> (B, s, w), all stages at once
+        return jax.vmap(F, in_axes=(0, 1), out_axes=1)(tau, y0[:, None, :] + Z)
+
+    def residual(Z):
+        return Z - h * jnp.einsum("ij,njk->nik", a, stage_derivatives(Z))
+
+    guess = h * jnp.einsum("ij,jnk->nik", a, slopes)
+    w = roundoff_scale(stage_derivatives, y0, guess, jnp.abs(h * a))
+
+    def blocks():
+        return body_blocks(lambda y: F(0.0 * h, y), lax.stop_gradient(y0), reach)
+
+    precondition = newton.linear_solver.stage_preconditioner(blocks, h, tableau.a)
+    x, info = newton.solve(lambda x: precondition(residual(w * x)) / w, guess / w)
+    K = stage_derivatives(w * x)
+    y1 = y0 + h * jnp.einsum("j,njk->nk", b, K)
+    if not extrapolates(tableau.c):
+        return y1, None, info
+    Ks = jnp.moveaxis(K, 1, 0)  # (s, B, w), the flat layout's order of the slopes
+    flat = next_slopes(Ks.reshape(s, -1), tableau.c, tableau.b, info.converged)
+    return y1, flat.reshape(Ks.shape), info
+
+
+def roundoff_scale(stage_derivatives, y0, Z, abs_ha):
+    """Per-unknown scales `w ≥ 1 (B, s, w)` of the stage increments along a body axis, so that
+    Newton's stopping rule on `Z/w` accepts updates down to the round-off floor of the
+    residual.
+
+    The floor: a stage value `y₀ + Z` is rounded to `eps·|y₀|`, so a body far from the origin
+    (a chain's `r_j ≈ 2j`) has its position, and through a stiff pair potential its forces,
+    perturbed by `K·eps·|r_j|`: Newton's updates then cycle at `h Σ|a_ij| K eps |r_j|`, which
+    on long chains lies above the default tolerance `eps^(3/4)(1 + max|Z|)` (every step would
+    run into `max_steps`). It is measured here by the stage derivatives' change under a
+    perturbation of one ulp of `y₀` (alternating signs), and `w = max(1, 8·floor/eps^(3/4))`:
+    `1` wherever the floor is below the tolerance (a short chain in float64), so those
+    unknowns keep the default rule. Scaling the unknowns does not move the root (nor its
+    gradient: `w` carries none)."""
+    dtype = y0.dtype
+    eps = jnp.finfo(dtype).eps
+    n, width = y0.shape
+    signs = jnp.where((jnp.arange(n)[:, None] + jnp.arange(width)[None, :]) % 2, 1.0, -1.0)
+    delta = eps * jnp.abs(y0) * signs.astype(dtype)
+    dK = jnp.abs(stage_derivatives(Z + delta[:, None, :]) - stage_derivatives(Z))
+    floor = jnp.einsum("ij,njk->nik", abs_ha, dK)
+    tol = float(eps) ** 0.75
+    return lax.stop_gradient(jnp.maximum(1.0, 8.0 * floor / tol))

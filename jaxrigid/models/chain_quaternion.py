@@ -58,6 +58,8 @@ __all__ = [
     "from_velocities",
     "mass_matrix_apply",
     "inverse_mass_matrix_apply",
+    "pack",
+    "unpack",
 ]
 
 
@@ -70,6 +72,16 @@ class ChainQuaternionState(NamedTuple):
     p: jax.Array
     q: jax.Array
     g: jax.Array
+
+
+def pack(state: ChainQuaternionState):
+    """`(..., N+2, 14)`: each body's `(r, p, q, g)` in one row."""
+    return jnp.concatenate(list(state), axis=-1)
+
+
+def unpack(y) -> ChainQuaternionState:
+    """The inverse of `pack`."""
+    return ChainQuaternionState(y[..., 0:3], y[..., 3:6], y[..., 6:10], y[..., 10:14])
 
 
 def _augmented(moments, like):
@@ -141,6 +153,10 @@ class QuaternionChain(AbstractCanonicalChain):
         sphere; see the module docstring for why the division matters off it."""
         lam = -0.5 * jnp.sum(q * dV_dq, axis=-1)
         return lam if self.thesis_multiplier else lam / jnp.sum(q * q, axis=-1)
+
+    def state_layout(self, state: ChainQuaternionState):
+        """`(pack(state) (N+2, 14), pack, unpack)`: each body's `(r, p, q, g)` in one row."""
+        return pack(state), pack, unpack
 
     def vector_field(self, t, state: ChainQuaternionState) -> ChainQuaternionState:
         """`(ṙ, ṗ, q̇, ġ)` of (3.28a–d) with `λ` of (3.32), held coordinates masked

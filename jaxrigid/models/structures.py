@@ -18,17 +18,20 @@ names it in a method's refusal.
 | `AbstractConstrainedBodies` | `ConstrainedRigidBody`, `RigidBodyChain` | RATTLE |
 | `AbstractDirectorBody` | `DirectorRigidBody` | EM-AVF |
 | `AbstractCoupledBodies` | `CoupledBodies` | coupled DMV |
-| `AbstractCanonicalChain` | `QuaternionChain` | chain Gauss |
+| `AbstractCanonicalChain` | `QuaternionChain` | Gauss (2, 4, 6) |
 | `AbstractAttitudeQuaternion` | `RollingBall`, `RollingBallUnreduced`, `Suslov` | RKMK |
 | `AbstractRollingBall` | `RollingBall` | DLA (on the group) |
 | `AbstractLagrangeDAlembert` | `LagrangeDAlembertSystem`, `RollingBallUnreduced` | DLA-midpoint |
 
 Each exists because some method integrates exactly its models: two structures that the same
 methods integrate would be one. The constrained bodies are one structure with a body axis (one
-body about a fixed point is a chain of one, held in place), integrated by the one RATTLE; the
-quaternion chain and the coupled bodies are still structures of their own because their
-methods are (chain Gauss and coupled DMV: one Gauss and DMV over a body axis would make them
-the canonical and Lie–Poisson structures with a body axis).
+body about a fixed point is a chain of one, held in place), integrated by the one RATTLE. The
+quaternion chain is integrated by the one Gauss (the same classes as the canonical system's),
+which asks either structure for its `state_layout` (one flat vector, or one row per body),
+`coupling_reach` and `stage_linear_solver`; it stays a structure of its own because the other
+canonical methods (explicit, partitioned, Radau) do not integrate it. The coupled bodies are
+still one of their own because their method is (coupled DMV: one DMV over a body axis would
+make them the Lie–Poisson structure with a body axis).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ import abc
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from jax.flatten_util import ravel_pytree
+
+from ..linear_solvers import AbstractLinearSolver, Auto, StageJacobian
 from .base import AbstractModel
 
 __all__ = [
@@ -97,9 +103,20 @@ class AbstractLiePoissonBody(AbstractStructure):
 
 class AbstractCanonicalSystem(AbstractStructure):
     """A canonical Hamiltonian system `q̇ = ∂H/∂p`, `ṗ = −∂H/∂q` on flat coordinates: state
-    `(q, p)`. Members: `grad_q(q, p)`, `grad_p(q, p)`; `vector_field(t, state)`."""
+    `(q, p)`. Members: `grad_q(q, p)`, `grad_p(q, p)`; `vector_field(t, state)`;
+    `state_layout(state)`, one flat vector; `coupling_reach = None` (no body axis) and
+    `stage_linear_solver = Auto()` (Newton's default on the stage equations: the dense
+    Jacobian, every unknown coupled)."""
 
     title: ClassVar[str] = "a canonical Hamiltonian system"
+    coupling_reach: ClassVar[int | None] = None
+    stage_linear_solver: ClassVar[AbstractLinearSolver] = Auto()
+
+    def state_layout(self, state):
+        """`(y (n,), to_array, from_array)`: the state as one flat vector (`ravel_pytree`), and
+        the maps from a state-shaped pytree to such a vector and back."""
+        y, unravel = ravel_pytree(state)
+        return y, lambda tree: ravel_pytree(tree)[0], unravel
 
     @abc.abstractmethod
     def grad_q(self, q, p):
@@ -193,13 +210,24 @@ class AbstractCanonicalChain(AbstractStructure):
     `(r, p, q, g)` with the body axis first among the event axes, a canonical Hamiltonian
     system whose field keeps `qᵀg` a quadratic first integral and couples each body to its
     neighbours only (the stage Jacobian is block-banded along the axis). Members:
-    `vector_field(t, state)`."""
+    `vector_field(t, state)`; `state_layout(state)`, one row per body, `(N+2, w)`;
+    `coupling_reach = 1` (row `n` of the field depends on rows `n − 1 … n + 1` only: two
+    colours find the Jacobian's diagonal blocks, `linear_solvers.body_blocks`);
+    `stage_linear_solver = StageJacobian()` (Newton's default on the stage equations: the
+    per-body simplified Newton, cost linear in the number of bodies)."""
 
     title: ClassVar[str] = "a chain of bodies in quaternions"
+    coupling_reach: ClassVar[int] = 1
+    stage_linear_solver: ClassVar[AbstractLinearSolver] = StageJacobian()
 
     @abc.abstractmethod
     def vector_field(self, t, state):
         """`(ṙ, ṗ, q̇, ġ)` of every body."""
+
+    @abc.abstractmethod
+    def state_layout(self, state):
+        """`(y (N+2, w), to_array, from_array)`: each body's coordinates in one row, and the
+        maps from a state-shaped pytree to such an array and back."""
 
 
 class AbstractAttitudeQuaternion(AbstractStructure):
