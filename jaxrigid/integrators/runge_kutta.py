@@ -106,11 +106,12 @@ def explicit_rk_step(F, y0, h, tableau: ButcherTableau):
 
 def implicit_rk_step(F, y0, h, tableau: ButcherTableau, newton, slopes, reach=None):
     """One implicit RK step for `y' = F(τ, y)` from `τ = 0`, Newton started from the stage
-    derivatives' guess `slopes (s, *y0.shape)` (`None`: from `f(y0)`). `y0 (n,)` flat, or
-    `(B, w)` along a body axis whose field couples bodies within `reach` (`_body_first_step`).
+    derivatives' guess `slopes (s, *y0.shape)` (`None`: from `f(y0)`). `y0 (n,)` flat
+    (`reach=None`), or `(B, w)` along a body axis whose field couples bodies within `reach`
+    (`_body_first_step`).
     Returns `(y1, next slopes, StepInfo)` (next slopes `None` where the table's are not
     extrapolated)."""
-    if y0.ndim == 2:
+    if reach is not None:
         return _body_first_step(F, y0, h, tableau, newton, slopes, reach)
     if slopes is None:
         slopes = first_slopes(F(0.0 * h, y0), tableau.stages)
