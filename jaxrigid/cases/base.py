@@ -154,10 +154,14 @@ class Case:
             return tuple(stated)
         return tuple(s if s is not None else m for s, m in zip(stated, self.models()))
 
-    def accepts(self, integrator) -> bool:
+    def accepts(self, integrator, structures: tuple[type, ...] | None = None) -> bool:
         """Whether `integrator` applies to this case: whether it integrates one of the case's
-        models (`integrator.integrates` on their stand-ins, `sketches`)."""
-        return any(_integrates(integrator, m) for m in self.sketches())
+        models (`integrator.integrates` on their stand-ins, `sketches`); with `structures`,
+        one of those models that has one of them (a family's: `jaxrigid methods`)."""
+        return any(
+            _integrates(integrator, m) and (structures is None or isinstance(m, structures))
+            for m in self.sketches()
+        )
 
     def build_for(self, integrator) -> Callable[[dict[str, float]], tuple[Any, Any]]:
         """The form `integrator` integrates (`build` when it integrates none: its own

@@ -187,14 +187,19 @@ def cmd_cases(args) -> int:
 
 
 def cmd_methods(args) -> int:
-    """List the integrators of each family and the cases they apply to (the cases whose models
-    they integrate, asked of the stand-ins the cases' forms state: no model is built)."""
+    """List the integrators of each family and the cases they apply to: the cases with a model
+    of the family's structures that they integrate (asked of the stand-ins the cases' forms
+    state: no model is built). A method of two families (Gauss6: canonical systems and
+    chains) is listed in each with that family's cases."""
     from ..cases import CASES
-    from ..integrators import METHODS_BY_FAMILY
+    from ..integrators import METHODS_BY_FAMILY, family_structures
 
     for family, methods in METHODS_BY_FAMILY.items():
         integrators = [factory() for factory in methods.values()]
-        applies = [[n for n, case in CASES.items() if case.accepts(i)] for i in integrators]
+        structures = family_structures(family)
+        applies = [
+            [n for n, case in CASES.items() if case.accepts(i, structures)] for i in integrators
+        ]
         cases = [n for n in CASES if any(n in names for names in applies)]
         print(f"{family} methods (apply to: {', '.join(cases) or 'no built-in case'}):")
         rows = [_method_row(name, i) for name, i in zip(methods, integrators)]

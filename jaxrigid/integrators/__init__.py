@@ -161,6 +161,15 @@ for _cls in REGISTRY:
 factory, as the values of this dict have always been), `FAMILIES` first, then the others in
 registry order; a family's methods in registry order."""
 
+
+def family_structures(family: str) -> tuple[type, ...]:
+    """The model structures of a family of `METHODS_BY_FAMILY`: `FAMILIES`' entry, or (a
+    family named after a structure) the structures its methods name first."""
+    if family in FAMILIES:
+        return FAMILIES[family]
+    return tuple(dict.fromkeys(cls.structures[0] for cls in METHODS_BY_FAMILY[family].values()))
+
+
 RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
 """The rigid-body methods by canonical name (a view of `REGISTRY`)."""
 
