@@ -364,6 +364,8 @@ def test_applicability_is_asked_of_the_method(monkeypatch, capsys):
     # the one DMV-body, in its two families: the free and the coupled bodies, no heavy top
     assert len(rows) == 2
     assert all(row.endswith(f"[only: {', '.join(free + coupled)}]") for row in rows), rows
+    # what it keeps on each family's models: the energy on a body, not on coupled bodies
+    assert "keeps K,RtR_error,pi " in rows[0] and "keeps RtR_error,pi " in rows[1], rows
 
 
 def test_dmv_runs_on_krysl_heavy_tops(tmp_path):

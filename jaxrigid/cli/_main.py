@@ -190,14 +190,17 @@ def cmd_methods(args) -> int:
     """List the integrators of each family and the cases they apply to (the cases whose models
     they integrate, asked of the stand-ins the cases' forms state: no model is built)."""
     from ..cases import CASES
-    from ..integrators import METHODS_BY_FAMILY
+    from ..integrators import FAMILIES, METHODS_BY_FAMILY
 
     for family, methods in METHODS_BY_FAMILY.items():
         integrators = [factory() for factory in methods.values()]
         applies = [[n for n, case in CASES.items() if case.accepts(i)] for i in integrators]
         cases = [n for n in CASES if any(n in names for names in applies)]
         print(f"{family} methods (apply to: {', '.join(cases) or 'no built-in case'}):")
-        rows = [_method_row(name, i) for name, i in zip(methods, integrators)]
+        # what each keeps on this family's models (DMV keeps no energy on coupled bodies)
+        models = [CASES[n].sketches()[0] for n in cases]
+        models = [m for m in models if isinstance(m, FAMILIES.get(family, ()))]
+        rows = [_method_row(name, i, models) for name, i in zip(methods, integrators)]
         for row, names in zip(rows, applies):
             if names != cases:
                 row[4] += f" [only: {', '.join(names) or 'no built-in case'}]"
@@ -214,8 +217,12 @@ def cmd_methods(args) -> int:
     return 0
 
 
-def _method_row(name: str, integrator) -> list[str]:
+def _method_row(name: str, integrator, models=()) -> list[str]:
+    """The listing's row; `keeps`: what it keeps on every one of `models` it integrates
+    (`preserved`), its `preserves` where it integrates none."""
     implicit = integrator.implicit
     kind = "implicit" if implicit else "explicit"
-    keeps = ",".join(sorted(integrator.preserves)) or "-"
+    kept = [integrator.preserved(m) for m in models if integrator.integrates(m)]
+    keeps = ",".join(sorted(frozenset.intersection(*kept) if kept else integrator.preserves))
+    keeps = keeps or "-"
     return [name, f"order {integrator.order}", kind, f"keeps {keeps}", integrator.reference]
