@@ -37,8 +37,6 @@ from .integrators import DMV8Spatial as DMV8Spatial
 from .integrators import DMV10Body as DMV10Body
 from .integrators import DMV10Spatial as DMV10Spatial
 from .integrators import DMVBody as DMVBody
-from .integrators import DMVCoupledBody as DMVCoupledBody
-from .integrators import DMVCoupledSpatial as DMVCoupledSpatial
 from .integrators import DMVSpatial as DMVSpatial
 from .integrators import EnergyMomentumAVF as EnergyMomentumAVF
 from .integrators import Euler as Euler
@@ -136,8 +134,6 @@ __all__ = [
     "DMV10Body",
     "DMV10Spatial",
     "DMVBody",
-    "DMVCoupledBody",
-    "DMVCoupledSpatial",
     "DMVSpatial",
     "EnergyMomentumAVF",
     "Euler",

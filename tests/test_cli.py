@@ -355,10 +355,12 @@ def test_applicability_is_asked_of_the_method(monkeypatch, capsys):
     from jaxrigid.integrators.dmv import DMVBody
 
     def free_body_only(self, model):
-        return "it integrates the free body only (narrowed)" if model.has_torque else None
+        narrowed = getattr(model, "has_torque", False)  # the coupled bodies have no torque
+        return "it integrates the free body only (narrowed)" if narrowed else None
 
     monkeypatch.setattr(DMVBody, "requires", free_body_only)
     free = ["krysl-torque-free", "dmv-free-body-symmetric", "dmv-free-body-asymmetric"]
+    coupled = ["dmv-coupled-right-angle", "dmv-coupled-aligned"]
     with pytest.raises(
         UsageError,
         match=r"DMV-body does not apply to case dmv-heavy-top \(it integrates the free body "
@@ -367,9 +369,16 @@ def test_applicability_is_asked_of_the_method(monkeypatch, capsys):
         lookups.find_method("dmv-body", CASES["dmv-heavy-top"])
     assert lookups.find_method("dmv-body", CASES[free[0]])[0] == "DMV-body"
     assert cli.main(["methods"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if "DMV-body " in line]
-    assert rows[0].endswith(f"[only: {', '.join(free)}]")  # the rigid-body DMV-body
-    assert "[only:" not in rows[1]  # the coupled-bodies DMV-body: unchanged
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "DMV-body " in line]
+    # the one DMV-body, in its two families, each with its own cases: the free bodies (no
+    # heavy top), and every coupled case (the family's own list, no `[only: ...]`)
+    assert len(rows) == 2
+    assert rows[0].endswith(f"[only: {', '.join(free)}]"), rows
+    assert f"coupled_bodies methods (apply to: {', '.join(coupled)}):" in out
+    assert "[only:" not in rows[1], rows
+    # what it keeps on each family's models: the energy on a body, not on coupled bodies
+    assert "keeps K,RtR_error,pi " in rows[0] and "keeps RtR_error,pi " in rows[1], rows
 
 
 def test_dmv_runs_on_krysl_heavy_tops(tmp_path):

@@ -19,13 +19,12 @@ import jaxrigid as jr
 from jaxrigid import cli
 from jaxrigid.cases import CASES
 from jaxrigid.diagnostics import invariants_along, measured_order
-from jaxrigid.integrators.dmv import DMVBody
-from jaxrigid.integrators.dmv_coupled import DMV_COUPLED_METHODS
+from jaxrigid.integrators.dmv import DMV_METHODS, DMVBody
 from jaxrigid.lie import so3
 from jaxrigid.models.coupled_bodies import CoupledBodies, CoupledBodiesState, check_coupled_state
 from jaxrigid.models.rigid_body import RigidBody, RigidBodyState
 
-METHODS = list(DMV_COUPLED_METHODS)
+METHODS = list(DMV_METHODS)
 CASE_NAMES = ["dmv-coupled-right-angle", "dmv-coupled-aligned"]
 
 
@@ -178,11 +177,14 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="Pi"):
         check_coupled_state(good._replace(Pi=jnp.zeros(3)))
     model, state0 = _problem("dmv-coupled-aligned")
-    rigid = RigidBody(jnp.eye(3))
-    # refused before tracing, naming the methods that do integrate a RigidBody
-    with pytest.raises(jr.IncompatibleModelError, match=r"CoupledBodies.*methods that do: .*IMIDM"):
+    rigid = RigidBody(jnp.eye(3), torque=lambda t, R, Pi: jnp.zeros(3))
+    # a torqued RigidBody, neither coupled bodies nor a heavy top: refused before tracing in
+    # DMV's words, naming the methods that do integrate it
+    with pytest.raises(
+        jr.IncompatibleModelError, match=r"heavy top only .*methods that do: .*IMIDM"
+    ):
         jr.simulate(
-            DMV_COUPLED_METHODS["DMV-body"](),
+            DMV_METHODS["DMV-body"](),
             rigid,
             jr.RigidBodyState(jnp.eye(3), jnp.ones(3)),
             0.1,
@@ -219,7 +221,7 @@ def test_order_two_against_dop853(method, name, references):
     DMV-spatial (slow) is the same map: test_body_and_spatial_forms_agree."""
     model, state0 = _problem(name)
     ref = references[name]
-    integrator = DMV_COUPLED_METHODS[method]()
+    integrator = DMV_METHODS[method]()
     errors = {"Pi": [], "R": [], "Lambda": []}
     for dt in STEPS:
         final = integrate(integrator, model, state0, dt, round(T_END / dt), chunk=CHUNK)
@@ -248,7 +250,7 @@ ROUND_OFF = 1e-12
 @pytest.fixture(scope="module", params=METHODS)
 def long_run(request):
     model, state0 = _problem("dmv-coupled-right-angle")
-    integrator = DMV_COUPLED_METHODS[request.param]()
+    integrator = DMV_METHODS[request.param]()
     states = trajectory(integrator, model, state0, 0.1, 10_000)
     return states, invariants_along(model, jnp.zeros(states.R.shape[0]), states)
 
@@ -286,7 +288,7 @@ def test_body_and_spatial_forms_agree(name):
     """The spatial form is the body form conjugated by R_i: over 1000 steps only round-off
     separates them (measured ≤ 3.5e-13; asserted 1e-11, any O(Δt³) difference is ≥ 1e-4)."""
     model, state0 = _problem(name)
-    runs = [integrate(DMV_COUPLED_METHODS[m](), model, state0, 0.1, 1000, CHUNK) for m in METHODS]
+    runs = [integrate(DMV_METHODS[m](), model, state0, 0.1, 1000, CHUNK) for m in METHODS]
     for a, b in zip(*(jax.tree_util.tree_leaves(r) for r in runs)):
         assert float(jnp.max(jnp.abs(a - b))) < 1e-11
 
@@ -297,7 +299,7 @@ def test_uncoupled_limit_is_the_free_body_dmv():
     model, state0 = _problem(
         "dmv-coupled-right-angle", **{f"d{i}{j}": 0.0 for i in (1, 2) for j in (1, 2, 3)}
     )
-    sol = integrate(DMV_COUPLED_METHODS["DMV-body"](), model, state0, 0.1, 200, CHUNK)
+    sol = integrate(DMV_METHODS["DMV-body"](), model, state0, 0.1, 200, CHUNK)
     body = RigidBody(model.inertia[0])
     R2 = state0.R @ state0.Lambda
     free = [
@@ -356,7 +358,7 @@ def test_cli_ensemble_equals_single_runs(method, tmp_path):
     assert drift.shape == (3,) and drift.max() < 1e-13  # 50 steps of round-off on |π| ≈ 2
     model, state0 = _problem(case.name)
     members = case.perturb(state0, np.random.default_rng(7), case.ensemble_spread, 3)
-    integrator = DMV_COUPLED_METHODS[method]()
+    integrator = DMV_METHODS[method]()
     for i in range(3):
         member = jax.tree_util.tree_map(lambda x: x[i], members)
         single = integrate(integrator, model, member, 0.1, 50, CHUNK)
@@ -377,7 +379,7 @@ _RIGHT_ANGLE = _problem("dmv-coupled-right-angle")
 def _pi12_at_t5(m1):
     model, state0 = _RIGHT_ANGLE
     body = CoupledBodies(model.inertia, model.mass.at[0].set(m1), model.joint)
-    sol = jr.simulate(DMV_COUPLED_METHODS["DMV-body"](), body, state0, 0.1, 50, save_every=50)
+    sol = jr.simulate(DMV_METHODS["DMV-body"](), body, state0, 0.1, 50, save_every=50)
     return sol.final_state.Pi[0, 1]
 
 
@@ -399,3 +401,16 @@ def test_reverse_derivative_through_the_implicit_step():
     Gauss–Jordan elimination) equals central differences, as forward mode does."""
     fd = _central_difference(_pi12_at_t5, 1.0)
     np.testing.assert_allclose(float(jax.grad(_pi12_at_t5)(1.0)), float(fd), rtol=1e-6)
+
+
+def test_one_dmv_class_per_form_keeps_what_each_structure_keeps():
+    """`DMVBody`/`DMVSpatial` integrate both structures; on the coupled bodies they claim the
+    total π and orthogonality (`preserved(model)`, the structure's `moser_veselov_keeps`),
+    not the energy they keep on a single body."""
+    model, _ = _problem(CASE_NAMES[0])
+    free = jr.RigidBody(jnp.diag(jnp.array([1.0, 2.0, 3.0])))
+    for cls in DMV_METHODS.values():
+        assert cls().integrates(model) and cls().integrates(free)
+        assert cls().preserved(model) == {"pi", "RtR_error"}
+        assert cls().preserved(free) == cls.preserves == {"K", "pi", "RtR_error"}
+    assert jr.integrators.families_of(DMVBody) == ["rigid_body", "coupled_bodies"]

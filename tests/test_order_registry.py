@@ -268,12 +268,12 @@ def test_measured_order(cls, case_name, record_property):
 
 
 def _claims_kept(integrator, model, state0, t_end, finals) -> dict[str, float]:
-    """`preserves`' claims that the model's flow conserves -> each's largest deviation from its
-    initial value over `finals` (relative to its initial size, at least 1)."""
+    """`preserved(model)`'s claims that the model's flow conserves -> each's largest deviation
+    from its initial value over `finals` (relative to its initial size, at least 1)."""
     initial = model.invariants(0.0, state0)
     conserved = model.conserved_quantities()
     drifts = {}
-    for claim in sorted(integrator.preserves):
+    for claim in sorted(integrator.preserved(model)):
         names = INVARIANTS_OF.get(claim, (claim,))
         if not all(n in initial for n in names):
             assert claim in CHECKED_ELSEWHERE or claim == "L", (claim, sorted(initial))

@@ -202,7 +202,9 @@ def cmd_methods(args) -> int:
         ]
         cases = [n for n in CASES if any(n in names for names in applies)]
         print(f"{family} methods (apply to: {', '.join(cases) or 'no built-in case'}):")
-        rows = [_method_row(name, i) for name, i in zip(methods, integrators)]
+        # what each keeps on this family's models (DMV keeps no energy on coupled bodies)
+        models = [m for n in cases for m in CASES[n].sketches() if isinstance(m, structures)]
+        rows = [_method_row(name, i, models) for name, i in zip(methods, integrators)]
         for row, names in zip(rows, applies):
             if names != cases:
                 row[4] += f" [only: {', '.join(names) or 'no built-in case'}]"
@@ -219,8 +221,12 @@ def cmd_methods(args) -> int:
     return 0
 
 
-def _method_row(name: str, integrator) -> list[str]:
+def _method_row(name: str, integrator, models=()) -> list[str]:
+    """The listing's row; `keeps`: what it keeps on every one of `models` it integrates
+    (`preserved`), its `preserves` where it integrates none."""
     implicit = integrator.implicit
     kind = "implicit" if implicit else "explicit"
-    keeps = ",".join(sorted(integrator.preserves)) or "-"
+    kept = [integrator.preserved(m) for m in models if integrator.integrates(m)]
+    keeps = ",".join(sorted(frozenset.intersection(*kept) if kept else integrator.preserves))
+    keeps = keeps or "-"
     return [name, f"order {integrator.order}", kind, f"keeps {keeps}", integrator.reference]

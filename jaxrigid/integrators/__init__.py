@@ -28,9 +28,6 @@ from .composition_schemes import CompositionScheme as CompositionScheme
 from .dmv import DMV_METHODS as DMV_METHODS
 from .dmv import DMVBody as DMVBody
 from .dmv import DMVSpatial as DMVSpatial
-from .dmv_coupled import DMV_COUPLED_METHODS as DMV_COUPLED_METHODS
-from .dmv_coupled import DMVCoupledBody as DMVCoupledBody
-from .dmv_coupled import DMVCoupledSpatial as DMVCoupledSpatial
 from .dmv_preprocessed import PREPROCESSED_DMV_CLASSES
 from .dmv_preprocessed import PREPROCESSED_DMV_METHODS as PREPROCESSED_DMV_METHODS
 from .dmv_preprocessed import DMV4Body as DMV4Body
@@ -99,7 +96,7 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     ForwardEulerMomentum,
     BackwardEulerMomentum,
     *MKRK_CLASSES,
-    DMVBody,
+    DMVBody,  # also Dixon §8's two bodies with a ball-and-socket joint
     DMVSpatial,
     *PREPROCESSED_DMV_CLASSES,  # Hairer & Vilmart (2006): preprocessed DMV, orders 4–10
     LiePoissonSplitting,  # McLachlan (1993), Touma & Wisdom (1994): explicit, symmetric
@@ -108,16 +105,14 @@ REGISTRY: tuple[type[AbstractIntegrator], ...] = (
     *CLASSICAL_CLASSES,
     *PARTITIONED_CLASSES,
     EnergyMomentumAVF,  # Gebhardt & Romero: directors, standard & non-twisting
-    DMVCoupledBody,  # Dixon §8: two bodies, ball-and-socket joint
-    DMVCoupledSpatial,
     RATTLE,  # rotation matrices with RᵀR = 1 (Chaurasia §3.2, App. B): a body or a chain
     *RKMK_CLASSES,  # the rolling ball (Putkaradze & Rogers), unit quaternions
     *NONHOLONOMIC_LIE_CLASSES,
     *NONHOLONOMIC_MIDPOINT_CLASSES,  # any LagrangeDAlembertSystem, and the unreduced ball
 )
 """Every registered integrator class, each constructible with no arguments. Its canonical
-name (the CLI's --method; lookup is case-insensitive) is its class fact `name`; a name may
-recur (the coupled-bodies DMV shares its paper's name with the single-body one). Which model
+name (the CLI's --method; lookup is case-insensitive) is its class fact `name`, one class's (one
+class may integrate several structures: DMV-body the free and the coupled bodies). Which model
 each integrates is its own fact (`integrates`), so a model's methods are found by asking
 (`methods_for`)."""
 
@@ -167,7 +162,8 @@ def family_structures(family: str) -> tuple[type, ...]:
     family named after a structure) the structures its methods name first."""
     if family in FAMILIES:
         return FAMILIES[family]
-    return tuple(dict.fromkeys(cls.structures[0] for cls in METHODS_BY_FAMILY[family].values()))
+    classes: list[type[AbstractIntegrator]] = list(METHODS_BY_FAMILY[family].values())
+    return tuple(dict.fromkeys(cls.structures[0] for cls in classes))
 
 
 RIGID_BODY_METHODS = METHODS_BY_FAMILY["rigid_body"]
@@ -195,10 +191,9 @@ def get_method(name: str, family: str | None = None):
     valid names. `<method>:<scheme>` is the method composed by a scheme of
     `COMPOSITION_SCHEMES` (`IMIDM:kahan-li8`; `compose`).
 
-    Without `family` every registered method is searched, in registry order. A few canonical
-    names belong to two classes (`dmv-body`/`dmv-spatial` to the free and the coupled
-    bodies): the first registered wins, and `family` (`"coupled_bodies"`) or the class name
-    picks the other. (One class in two families, `gauss6` or `rattle`, is found in either.)"""
+    Without `family` every registered method is searched, in registry order (the first
+    registered wins); `family` (`"coupled_bodies"`) searches that family's methods only. (One
+    class in two families, `dmv-body`, `gauss6` or `rattle`, is found in either.)"""
     base, sep, scheme = name.partition(":")
     if sep:
         return compose(get_method(base, family), scheme.lower())

@@ -50,7 +50,9 @@ class AbstractIntegrator(eqx.Module):
     (self-adjoint), `implicit`, and `preserves`: the quantities kept to round-off in the
     absence of forcing — `"K"` kinetic energy, `"pi"` the spatial momentum vector `RΠ`
     (invariants `pi1..3`), `"RtR_error"` orthogonality, `"K_midpoint"` TRAP's midpoint energy
-    (Krysl §3.5: `K` after a forward-Euler half step); `structures`, the model structures it
+    (Krysl §3.5: `K` after a forward-Euler half step) — on a model, `preserved(model)`, which
+    is `preserves` unless the model's structure keeps fewer (DMV's coupled bodies: no `K`);
+    `structures`, the model structures it
     integrates (`models.structures`: a model integrated by it subclasses one of them), and
     `requires(model)`, what it needs beyond them, in words where a model lacks it.
     """
@@ -81,6 +83,12 @@ class AbstractIntegrator(eqx.Module):
         so a stand-in of a case's model (`cases.base.sketch`) answers as the model would."""
         del model
         return None
+
+    def preserved(self, model) -> frozenset[str]:
+        """The quantities of `preserves` this method keeps on `model` (a model it integrates):
+        `preserves` itself, unless the method keeps fewer on some of its structures."""
+        del model
+        return self.preserves
 
     def integrates(self, model) -> bool:
         """Whether this method applies to `model`: a model of one of its `structures` that

@@ -61,6 +61,11 @@ class AbstractComposition(AbstractIntegrator):
         refusals = (i.refusal(model) for i in members.values())
         return next((r for r in refusals if r is not None), None)
 
+    def preserved(self, model) -> frozenset[str]:
+        """What every member keeps on `model`, except TRAP's midpoint energy (`preserves`)."""
+        kept = frozenset.intersection(*(i.preserved(model) for i in self.integrators))
+        return kept - {"K_midpoint"}
+
     def value_checks(self, model) -> list:
         """The members' checks, once per member class (the stages repeat a few methods)."""
         first = {type(i): i for i in reversed(self.integrators)}

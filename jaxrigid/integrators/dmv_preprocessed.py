@@ -33,8 +33,8 @@ every coefficient is a symmetric function of the moments, `s_k = Σ I_i^k = tr �
 formulas hold for a non-diagonal `𝕀` (the modification commutes with a rotation of the body
 frame). DMV10's quaternion step (`I_i c_i + (I_k − I_j) c_j c_k = ½h(1 + |c|²)Π_i`, quaternion
 `(1, c)/√(1 + |c|²)`) is the library's Moser–Veselov equation for the Cayley vector `2c`
-(`dmv.moser_veselov_residual`), so only the inertia changes. The orders are measured in
-tests/test_dmv_preprocessed.py against a DOP853 reference (momentum and attitude). The
+(`models.moser_veselov.moser_veselov_residual`), so only the inertia changes. The orders are
+measured in tests/test_dmv_preprocessed.py against a DOP853 reference (momentum and attitude). The
 paper's text itself (its derivation of the coefficients by backward error analysis) was not
 read — the PDF in that repository has bitmap (Type 3) fonts that could not be extracted here;
 the coefficients are taken from the code and verified by the measured orders only.

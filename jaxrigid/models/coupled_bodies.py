@@ -20,7 +20,7 @@ The body momenta `Π_i = ∂T/∂Ω_i` obey the Euler–Poincaré equations
 (`τ_i` = ∂T/∂Λ paired with the variations `δΛ = −ξ̂_1Λ`, `δΛ = Λξ̂_2`; checked against
 autodiff in tests/test_dmv_coupled.py). They keep the energy `T` and the total spatial angular
 momentum `π = R_1Π_1 + R_2Π_2` (`R_2 = R_1Λ`), whose norm is Dixon's Casimir
-`‖M_1 + ΛM_2Λᵀ‖` (Figure 12).
+`‖M_1 + ΛM_2Λᵀ‖` (Figure 12). Their discrete mechanics, DMV's: `models.coupled_moser_veselov`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ names it in a method's refusal.
 | `AbstractCanonicalSystem` | `HamiltonianSystem` | Runge–Kutta, partitioned RK |
 | `AbstractConstrainedBodies` | `ConstrainedRigidBody`, `RigidBodyChain` | RATTLE |
 | `AbstractDirectorBody` | `DirectorRigidBody` | EM-AVF |
-| `AbstractCoupledBodies` | `CoupledBodies` | coupled DMV |
+| `AbstractCoupledBodies` | `CoupledBodies` | DMV |
 | `AbstractCanonicalChain` | `QuaternionChain` | Gauss (2, 4, 6) |
 | `AbstractAttitudeQuaternion` | `RollingBall`, `RollingBallUnreduced`, `Suslov` | RKMK |
 | `AbstractRollingBall` | `RollingBall` | DLA (on the group) |
@@ -30,8 +30,10 @@ quaternion chain is integrated by the one Gauss (the same classes as the canonic
 which asks either structure for its `state_layout` (one flat vector, or one row per body),
 `coupling_reach` and `stage_linear_solver`; it stays a structure of its own because the other
 canonical methods (explicit, partitioned, Radau) do not integrate it. The coupled bodies are
-still one of their own because their method is (coupled DMV: one DMV over a body axis would
-make them the Lie–Poisson structure with a body axis).
+integrated by the one DMV, which asks either structure for its discrete mechanics
+(`moser_veselov_body`, `moser_veselov_spatial`: the residual of the start-of-step discrete
+Legendre transform, its predictor, the update); they stay a structure of their own because the
+Lie–Poisson body's other methods do not integrate them.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any, ClassVar
 from jax.flatten_util import ravel_pytree
 
 from ..linear_solvers import AbstractLinearSolver, Auto, StageJacobian
+from . import coupled_moser_veselov, moser_veselov
 from .base import AbstractModel
 
 __all__ = [
@@ -77,9 +80,26 @@ class AbstractLiePoissonBody(AbstractStructure):
     say what a method may exploit: `uniform_gravity`); `torque`, a user's `T(t, R, Π)` or
     `None`; `has_torque` (either present); `gravity` (the potential if it is uniform
     gravity); `angular_velocity_map()`, the map `Π ↦ 𝕀⁻¹Π`;
-    `body_torque(t, R, Pi)`, the total body torque."""
+    `body_torque(t, R, Pi)`, the total body torque. Its discrete mechanics
+    (`models.moser_veselov`, DMV's): `moser_veselov_requirement()`, `moser_veselov_body(state,
+    dt)`, `moser_veselov_spatial(state, dt)`, `moser_veselov_keeps`."""
 
     title: ClassVar[str] = "a Lie–Poisson rigid body"
+    # Moser–Veselov's step keeps |Π|, π = RΠ and, by its integral ΠᵀJ²Π, the energy
+    moser_veselov_keeps: ClassVar[frozenset[str]] = frozenset({"K", "pi", "RtR_error"})
+
+    def moser_veselov_requirement(self) -> str | None:
+        """Where the discrete Lagrangian does not model this body (a torque, a potential other
+        than uniform gravity), in words; `None`: the free body and the heavy top."""
+        return moser_veselov.heavy_top_requirement(self)
+
+    def moser_veselov_body(self, state, dt) -> moser_veselov.MoserVeselovStep:
+        """The body form's step (Dixon (21)–(22), (46))."""
+        return moser_veselov.body_step(self, state, dt)
+
+    def moser_veselov_spatial(self, state, dt) -> moser_veselov.MoserVeselovStep:
+        """The spatial form's step (Dixon (29)–(30), (51), Appendix B)."""
+        return moser_veselov.spatial_step(self, state, dt)
 
     @property
     @abc.abstractmethod
@@ -187,9 +207,26 @@ class AbstractDirectorBody(AbstractStructure):
 class AbstractCoupledBodies(AbstractStructure):
     """Two Lie–Poisson rigid bodies joined by a ball-and-socket joint (Dixon §8): state
     `(R, Lambda, Pi)`, the attitudes and the momentum. Members: `joint (2, 3)`,
-    `reduced_mass`, `augmented_inertia()`, `angular_velocity(Lambda, Pi)`."""
+    `reduced_mass`, `augmented_inertia()`, `angular_velocity(Lambda, Pi)`. Its discrete
+    mechanics (`models.coupled_moser_veselov`, DMV's): `moser_veselov_requirement()`,
+    `moser_veselov_body(state, dt)`, `moser_veselov_spatial(state, dt)`,
+    `moser_veselov_keeps`."""
 
     title: ClassVar[str] = "two coupled rigid bodies"
+    # the total π by the update's exchange (discrete Noether); the energy is not kept
+    moser_veselov_keeps: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
+
+    def moser_veselov_requirement(self) -> str | None:
+        """`None`: the discrete Lagrangian (52) models every pair of coupled bodies."""
+        return None
+
+    def moser_veselov_body(self, state, dt) -> moser_veselov.MoserVeselovStep:
+        """The body form's step (Dixon (52)–(60), Table 5, derived anew)."""
+        return coupled_moser_veselov.body_step(self, state, dt)
+
+    def moser_veselov_spatial(self, state, dt) -> moser_veselov.MoserVeselovStep:
+        """The spatial form's step (Dixon (61)–(67), Table 6, derived anew)."""
+        return coupled_moser_veselov.spatial_step(self, state, dt)
 
     @property
     @abc.abstractmethod

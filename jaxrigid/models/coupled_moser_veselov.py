@@ -1,5 +1,8 @@
-"""DMV for two rigid bodies coupled by a ball-and-socket joint (Dixon §8, (52)–(67),
-Tables 5–6), body and spatial representations; the model is `models.CoupledBodies`.
+"""The discrete mechanics of two rigid bodies coupled by a ball-and-socket joint that DMV
+integrates (Dixon §8, (52)–(67), Tables 5–6), body and spatial forms: the discrete Lagrangian,
+its discrete Legendre transforms and the updates, which `AbstractCoupledBodies.moser_veselov_body`
+and `moser_veselov_spatial` return as a `MoserVeselovStep` (`models.moser_veselov`); the model
+is `models.CoupledBodies`.
 
 **The discrete Lagrangian.** (52) is, up to a constant and the factor −h, the kinetic energy
 of all mass points with velocities `Δx/h`: with `W_i = R_i^kᵀR_i^{k+1}` (the paper's
@@ -21,7 +24,7 @@ that they agree at every node, `Π_i^k`:
     R_1^{k+1} = R_1^k W_1,   Λ_{k+1} = W_1ᵀ Λ_k W_2   ((60)).
 
 The first line (6 equations for the two rotations) is solved by Newton on the two Cayley
-vectors (`W_i = cay(ĉ_i)`, as for the free body in `dmv`), from the predictor
+vectors (`W_i = cay(ĉ_i)`, as for the free body in `models.moser_veselov`), from the predictor
 `c = h M(Λ)⁻¹Π`. Without coupling (ε = 0) each line is the free body's Moser–Veselov step.
 In the spatial frame (`δ_i = R_id_i`, `ω_i = R_iW_iR_iᵀ`, `Ĵ_i^s = R_iĴ_iR_iᵀ`, the spatial
 momenta `π_i = R_iΠ_i`) the same equations read
@@ -33,7 +36,7 @@ with `Δδ_i = (ω_i − 1)δ_i` the displacement of the joint seen from body i:
 angular momentum through the joint and the total `π_1 + π_2` is kept exactly by the update
 (discrete Noether; Lemma 8.1.1), whatever the accuracy of the Newton solve.
 
-**Where the paper's printed equations differ (see also `dmv` for the free body's slips).**
+**Where the paper's printed equations differ** (the free body's slips: `models.moser_veselov`).
 - (59) `M_i^{k+1} = Ad*_{Ω_i^k} M_i^k` would rotate each body's momentum separately and keep
   each `‖M_i‖`, i.e. no exchange between the bodies — contradicting the paper's own Figure 10
   ("exchanges of momentum between the two bodies"). The derived update has the exchange
@@ -52,25 +55,11 @@ angular momentum through the joint and the total `π_1 + π_2` is kept exactly b
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import equinox as eqx
 import jax.numpy as jnp
 
 from .. import _linalg
 from ..lie import so3
-from ..models.coupled_bodies import CoupledBodiesState
-from ..models.structures import AbstractCoupledBodies
-from ..newton import Newton
-from .base import AbstractImplicitIntegrator, solve_on_branch
-from .dmv import cayley_minus_identity, mass_matrix
-
-_REF = "Dixon, discrete Moser–Veselov integrators, §8"
-
-
-def _solve(newton, residual, guess):
-    c, info = solve_on_branch(newton, residual, guess, jnp.zeros_like(guess))
-    return c[:3], c[3:], info
+from .moser_veselov import MoserVeselovStep, cayley_minus_identity, mass_matrix
 
 
 def body_start_momenta(J, d, eps, Lam, E1, E2):
@@ -90,82 +79,63 @@ def body_end_momenta(J, d, eps, Lam, E1, E2):
     return p1, p2
 
 
-class DMVCoupledBody(AbstractImplicitIntegrator):
-    """DMV for two coupled bodies in the body representation ((52)–(60), Table 5, as derived
-    in the module docstring): Newton for `(W_1, W_2)`, then `R_1 ← R_1W_1`,
-    `Λ ← W_1ᵀΛW_2`, `Π_i` from the end-of-step Legendre transform."""
+def body_step(model, state, dt) -> MoserVeselovStep:
+    """The body form ((52)–(60), Table 5, as derived above): `r(c)` of the start-of-step
+    transforms in the Cayley vectors `c = (c_1, c_2)` of `(W_1, W_2)`, predicted by
+    `c = hM(Λ)⁻¹Π`; then `R_1 ← R_1W_1`, `Λ ← W_1ᵀΛW_2`, `Π_i` from the end-of-step
+    transforms."""
+    R, Lam, Pi = state
+    J = jnp.stack([mass_matrix(I) for I in model.augmented_inertia()])
+    d, eps = model.joint, model.reduced_mass
+    hPi = dt * Pi
 
-    name: ClassVar[str] = "DMV-body"
-    structures = (AbstractCoupledBodies,)
-    order: ClassVar[int] = 2
-    symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
-    reference: ClassVar[str] = _REF + ", (52)–(60), Table 5 (derived anew)"
-    newton: Newton = eqx.field(default_factory=Newton)
+    def residual(c):
+        E1, E2 = cayley_minus_identity(c[:3]), cayley_minus_identity(c[3:])
+        p1, p2 = body_start_momenta(J, d, eps, Lam, E1, E2)
+        return jnp.concatenate([p1 - hPi[0], p2 - hPi[1]])
 
-    def step(self, model, state, solver_state, t, dt):
-        del t
-        R, Lam, Pi = state
-        J = jnp.stack([mass_matrix(I) for I in model.augmented_inertia()])
-        d, eps = model.joint, model.reduced_mass
-        hPi = dt * Pi
-
-        def residual(c):
-            E1, E2 = cayley_minus_identity(c[:3]), cayley_minus_identity(c[3:])
-            p1, p2 = body_start_momenta(J, d, eps, Lam, E1, E2)
-            return jnp.concatenate([p1 - hPi[0], p2 - hPi[1]])
-
-        guess = dt * model.angular_velocity(Lam, Pi).reshape(6)
-        c1, c2, info = _solve(self.newton, residual, guess)
-        E1, E2 = cayley_minus_identity(c1), cayley_minus_identity(c2)
+    def update(c):
+        E1, E2 = cayley_minus_identity(c[:3]), cayley_minus_identity(c[3:])
         p1, p2 = body_end_momenta(J, d, eps, Lam, E1, E2)
         A = Lam + Lam @ E2  # Λ W_2
         Lam1 = A + E1.T @ A  # W_1ᵀ Λ W_2
-        return CoupledBodiesState(R + R @ E1, Lam1, jnp.stack([p1, p2]) / dt), solver_state, info
+        return state._replace(R=R + R @ E1, Lambda=Lam1, Pi=jnp.stack([p1, p2]) / dt)
+
+    return MoserVeselovStep(residual, dt * model.angular_velocity(Lam, Pi).reshape(6), update)
 
 
-class DMVCoupledSpatial(AbstractImplicitIntegrator):
-    """DMV for two coupled bodies in the spatial representation ((61)–(67), Table 6, as
-    derived in the module docstring): Newton for `(ω_1, ω_2)` with the advected spatial mass
-    matrices and joint vectors `δ_i = R_id_i`, then `π_{1,2} ∓= (ε/h)Δδ_1 × Δδ_2`,
-    `R_i ← ω_iR_i`. The same map as `DMVCoupledBody` in exact arithmetic."""
+def spatial_step(model, state, dt) -> MoserVeselovStep:
+    """The spatial form ((61)–(67), Table 6, as derived above): `r(e)` of the start-of-step
+    transforms in the Cayley vectors of `(ω_1, ω_2)`, with the advected spatial mass matrices
+    and joint vectors `δ_i = R_id_i`, predicted by `e = h` times the spatial angular
+    velocities; then `π_{1,2} ∓= (ε/h)Δδ_1 × Δδ_2`, `R_i ← ω_iR_i`."""
+    R1, Lam, Pi = state
+    R2 = R1 @ Lam
+    Rs = (R1, R2)
+    Ih = model.augmented_inertia()
+    Js = [Ri @ mass_matrix(Ih[i]) @ Ri.T for i, Ri in enumerate(Rs)]
+    delta = [Ri @ model.joint[i] for i, Ri in enumerate(Rs)]
+    pi = [Ri @ Pi[i] for i, Ri in enumerate(Rs)]
+    eps = model.reduced_mass
 
-    name: ClassVar[str] = "DMV-spatial"
-    structures = (AbstractCoupledBodies,)
-    order: ClassVar[int] = 2
-    symmetric: ClassVar[bool] = True
-    preserves: ClassVar[frozenset[str]] = frozenset({"pi", "RtR_error"})
-    reference: ClassVar[str] = _REF + ", (61)–(67), Table 6 (derived anew)"
-    newton: Newton = eqx.field(default_factory=Newton)
+    def residual(e):
+        F1, F2 = cayley_minus_identity(e[:3]), cayley_minus_identity(e[3:])
+        r1 = 2.0 * so3.vee(F1 @ Js[0]) - eps * jnp.cross(delta[0], F2 @ delta[1])
+        r2 = 2.0 * so3.vee(F2 @ Js[1]) - eps * jnp.cross(delta[1], F1 @ delta[0])
+        return jnp.concatenate([r1 - dt * pi[0], r2 - dt * pi[1]])
 
-    def step(self, model, state, solver_state, t, dt):
-        del t
-        R1, Lam, Pi = state
-        R2 = R1 @ Lam
-        Rs = (R1, R2)
-        Ih = model.augmented_inertia()
-        Js = [Ri @ mass_matrix(Ih[i]) @ Ri.T for i, Ri in enumerate(Rs)]
-        delta = [Ri @ model.joint[i] for i, Ri in enumerate(Rs)]
-        pi = [Ri @ Pi[i] for i, Ri in enumerate(Rs)]
-        eps = model.reduced_mass
+    # predictor e_i = h ω_i, the spatial angular velocities from the spatial mass matrix
+    C = eps * so3.hat(delta[0]) @ so3.hat(delta[1])
+    Is = [Ri @ Ih[i] @ Ri.T for i, Ri in enumerate(Rs)]
+    M = jnp.block([[Is[0], C], [C.T, Is[1]]])
+    guess = dt * _linalg.solve(M, jnp.concatenate(pi))
 
-        def residual(e):
-            F1, F2 = cayley_minus_identity(e[:3]), cayley_minus_identity(e[3:])
-            r1 = 2.0 * so3.vee(F1 @ Js[0]) - eps * jnp.cross(delta[0], F2 @ delta[1])
-            r2 = 2.0 * so3.vee(F2 @ Js[1]) - eps * jnp.cross(delta[1], F1 @ delta[0])
-            return jnp.concatenate([r1 - dt * pi[0], r2 - dt * pi[1]])
-
-        # predictor e_i = h ω_i, the spatial angular velocities from the spatial mass matrix
-        C = eps * so3.hat(delta[0]) @ so3.hat(delta[1])
-        Is = [Ri @ Ih[i] @ Ri.T for i, Ri in enumerate(Rs)]
-        M = jnp.block([[Is[0], C], [C.T, Is[1]]])
-        guess = dt * _linalg.solve(M, jnp.concatenate(pi))
-        e1, e2, info = _solve(self.newton, residual, guess)
-        F1, F2 = cayley_minus_identity(e1), cayley_minus_identity(e2)
+    def update(e):
+        F1, F2 = cayley_minus_identity(e[:3]), cayley_minus_identity(e[3:])
         exchange = (eps / dt) * jnp.cross(F1 @ delta[0], F2 @ delta[1])
         kicks = (-exchange, exchange)
         pi1 = [pi[i] + kicks[i] for i in range(2)]
-        # Back to the body frames by increments, as the free body's DMV-spatial does:
+        # Back to the body frames by increments, as the free body's spatial form does:
         # Π_i^{k+1} = Π_i^k + R_i⁻¹((π_i^{k+1} − π_i^k) + (ω_iᵀ − 1)π_i^{k+1}).
         Fs = (F1, F2)
         Pi1 = jnp.stack(
@@ -174,7 +144,6 @@ class DMVCoupledSpatial(AbstractImplicitIntegrator):
         # Λ_{k+1} = R_1ᵀω_1ᵀω_2R_2 = Λ + R_1⁻¹(ω_1ᵀω_2 − 1)R_2.
         G = F1.T + F2 + F1.T @ F2
         Lam1 = Lam + _linalg.inv3(R1) @ (G @ R2)
-        return CoupledBodiesState(R1 + F1 @ R1, Lam1, Pi1), solver_state, info
+        return state._replace(R=R1 + F1 @ R1, Lambda=Lam1, Pi=Pi1)
 
-
-DMV_COUPLED_METHODS = {cls.name: cls for cls in (DMVCoupledBody, DMVCoupledSpatial)}
+    return MoserVeselovStep(residual, guess, update)
