@@ -24,7 +24,9 @@ from jaxrigid.integrators.partitioned import (
     PartitionedTableau,
 )
 from jaxrigid.integrators.tableau import ButcherTableau
+from jaxrigid.linear_solvers import Auto
 from jaxrigid.models.hamiltonian import CanonicalState, HamiltonianSystem
+from jaxrigid.models.structures import AbstractCanonicalSystem
 
 IIIA, IIIB = STORMER_VERLET.q, STORMER_VERLET.p
 OMEGA = 2.0
@@ -95,7 +97,13 @@ def test_pair_needs_common_nodes_and_its_coupling_conditions():
 
 
 class Clock(eqx.Module):
-    """`y' = t²`: a step of an RK method is the quadrature `h Σ b_i (t + c_i h)²`."""
+    """`y' = t²`: a step of an RK method is the quadrature `h Σ b_i (t + c_i h)²`. Besides its
+    field it declares what a Runge–Kutta step reads of a model, as a canonical system does:
+    one flat vector, no body axis, Newton's default solver."""
+
+    coupling_reach = None
+    stage_linear_solver = Auto()
+    state_layout = AbstractCanonicalSystem.state_layout
 
     def vector_field(self, t, state):
         return (t**2) * jnp.ones_like(state)
