@@ -66,6 +66,9 @@ except ImportError:  # pragma: no cover - jax versions that moved it
     from jax._src.core import Tracer as _Tracer
 
 
+_eval_context = getattr(jax.core, "eval_context", None) or jax.ensure_compile_time_eval
+
+
 class InvalidValueError(ValueError):
     """A bad value (NaN, a non-rotation, a non-SPD inertia, `dt = 0`, ...) at the API boundary."""
 
@@ -233,7 +236,10 @@ def raise_at_once(make_checks, *args) -> None:
     """Concrete `args` at construction: `raise_compiled`, one program rather than one per
     operation (a rolling ball's checks were about 40 small programs to build in every new
     process), evaluated at once also inside a caller's trace."""
-    with jax.ensure_compile_time_eval():
+    # Evaluated now, not staged into a caller's trace; unlike `jax.ensure_compile_time_eval`,
+    # which also folds the program's own constants op by op while it is traced (a compiled
+    # program per operation: 7 for a director state's checks).
+    with _eval_context():
         raise_compiled(make_checks, *args)
 
 

@@ -323,6 +323,7 @@ class QuaternionChain(AbstractCanonicalChain):
         ]
 
 
+@eqx.filter_jit  # one program, not one per operation, for concrete inputs
 def from_velocities(
     chain: ParticleChain, boundary: ChainBoundary, r, q, v, omega_body
 ) -> ChainQuaternionState:

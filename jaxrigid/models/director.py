@@ -29,6 +29,7 @@ conversely `𝒥 = ½ tr(J) I − J` (111: J = [[3, −1/7, 0], [−1/7, 4, 0], 
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar, NamedTuple
 
 import equinox as eqx
@@ -312,7 +313,12 @@ def check_director_body(model: DirectorRigidBody):
 def check_director_state(state: DirectorState, nontwisting: bool = False, velocities: bool = True):
     """`ValueError` unless `state` passes `director_state_checks` (concrete states)."""
     check_director_state_shapes(state)
-    _checks.raise_now(director_state_checks(state, nontwisting, velocities))
+    _checks.raise_at_once(_state_checks(nontwisting, velocities), state)
+
+
+@functools.cache  # one function per setting: `raise_at_once` keeps a program per function
+def _state_checks(nontwisting: bool, velocities: bool):
+    return functools.partial(director_state_checks, nontwisting=nontwisting, velocities=velocities)
 
 
 # --- the continuous split-form model (69)–(71) ----------------------------------------------

@@ -82,6 +82,15 @@ def principal_axes(inertia):
     return moments, A * flip.astype(A.dtype)[None, :]
 
 
+@jax.jit  # one program, not one per operation, for a body built from concrete particles
+def _principal_frame(m, x):
+    """`(com (3,), axes (3, 3), r (n_p, 3))`: the centre of mass, the principal axes
+    (`principal_axes`) and the particles' positions in that frame."""
+    com = centre_of_mass(m, x)
+    _, axes = principal_axes(inertia_tensor(m, x))
+    return com, axes, (x - com[None, :]) @ axes
+
+
 class ParticleBody(eqx.Module):
     """A rigid body of `n_p` point particles in its principal frame (§3.1).
 
@@ -110,10 +119,12 @@ class ParticleBody(eqx.Module):
             raise ValueError(
                 f"a rigid body needs at least 3 particles not on one line, got n_p = {m.shape[0]}"
             )
-        _checks.apply(body_checks(m, x))
-        com = centre_of_mass(m, x)
-        _, axes = principal_axes(inertia_tensor(m, x))
-        return cls(m=m, r=(x - com[None, :]) @ axes, com=com, axes=axes)
+        if _checks.is_concrete(m, x):
+            _checks.raise_at_once(body_checks, m, x)
+        else:
+            _checks.apply(body_checks(m, x))
+        com, axes, r = _principal_frame(m, x)
+        return cls(m=m, r=r, com=com, axes=axes)
 
     @property
     def n_p(self) -> int:

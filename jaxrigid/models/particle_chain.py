@@ -58,6 +58,11 @@ __all__ = [
 ]
 
 
+def _lennard_jones_checks(potential) -> list[Check]:
+    """`potential.checks()` (a module-level function: a key of `_checks.raise_at_once`)."""
+    return potential.checks()
+
+
 class LennardJones(eqx.Module):
     """`V(r) = 4ε((σ/r)¹² − (σ/r)⁶)` (§3.5.1); `epsilon`, `sigma` are sweepable arrays.
 
@@ -75,8 +80,7 @@ class LennardJones(eqx.Module):
 
     def __check_init__(self):
         if is_concrete(self):  # bad values at once, not only at `simulate`
-            with jax.ensure_compile_time_eval():  # also for constants inside a caller's `jit`
-                _checks.raise_now(self.checks())
+            _checks.raise_at_once(_lennard_jones_checks, self)  # also inside a caller's `jit`
 
     def __call__(self, r):
         s6 = (self.sigma / r) ** 6
