@@ -1,5 +1,5 @@
 """Symmetric compositions `compose(method, scheme)` (jaxrigid.integrators.composition and
-composition_schemes): each scheme meets its order conditions and no more, a scheme that misses
+tableau.compositions): each scheme meets its order conditions and no more, a scheme that misses
 one is refused, the measured order of the composed IMIDM against exact references (the body
 momentum by elliptic functions on the torque-free body, the attitude by DOP853 on the fast top),
 what the composition keeps (what every member keeps) on the rigid body and in the other
@@ -29,7 +29,7 @@ from jaxrigid.diagnostics import invariants_along, measured_order
 from jaxrigid.free_body_exact import free_body_momentum
 from jaxrigid.integrators import Composition, compose, get_method
 from jaxrigid.integrators.composition import AbstractComposition
-from jaxrigid.integrators.composition_schemes import (
+from jaxrigid.integrators.tableau.compositions import (
     DEFECT_TOLERANCE,
     SCHEMES,
     CompositionScheme,
@@ -60,7 +60,7 @@ def _relative_drift(values):
 @pytest.mark.parametrize("name", list(SCHEMES))
 def test_scheme_has_exactly_its_stated_order(name):
     """The relative defects of the powers h⁰ … hᵖ vanish to round-off (≤ DEFECT_TOLERANCE, the
-    acceptance bound of composition_schemes), that of h^{p+1} does not: the scheme has order p,
+    acceptance bound of tableau.compositions), that of h^{p+1} does not: the scheme has order p,
     not more. Bound 1e-7 on the latter: 1e5× DEFECT_TOLERANCE, and 47× below the smallest
     measured one (4.7e-6, Sofroniou–Spaletta 10; the order-4 schemes' are 0.15)."""
     scheme = SCHEMES[name]

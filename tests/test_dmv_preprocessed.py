@@ -18,9 +18,10 @@ from helpers import integrate, one_step
 import jaxrigid as jr
 from jaxrigid.diagnostics import invariants_along, measured_order
 from jaxrigid.free_body_exact import free_body_momentum
-from jaxrigid.integrators.dmv import DMVBody, DMVSpatial
-from jaxrigid.integrators.dmv_preprocessed import (
+from jaxrigid.integrators.dmv import (
     PREPROCESSED_DMV_METHODS,
+    DMVBody,
+    DMVSpatial,
     modified_inertia,
     preprocessed_dmv,
 )

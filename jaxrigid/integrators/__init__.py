@@ -23,22 +23,20 @@ from .composition import AbstractComposition as AbstractComposition
 from .composition import Composition as Composition
 from .composition import compose as compose
 from .composition import triple_jump as triple_jump
-from .composition_schemes import SCHEMES
-from .composition_schemes import CompositionScheme as CompositionScheme
 from .dmv import DMV_METHODS as DMV_METHODS
+from .dmv import PREPROCESSED_DMV_CLASSES
+from .dmv import PREPROCESSED_DMV_METHODS as PREPROCESSED_DMV_METHODS
+from .dmv import DMV4Body as DMV4Body
+from .dmv import DMV4Spatial as DMV4Spatial
+from .dmv import DMV6Body as DMV6Body
+from .dmv import DMV6Spatial as DMV6Spatial
+from .dmv import DMV8Body as DMV8Body
+from .dmv import DMV8Spatial as DMV8Spatial
+from .dmv import DMV10Body as DMV10Body
+from .dmv import DMV10Spatial as DMV10Spatial
 from .dmv import DMVBody as DMVBody
 from .dmv import DMVSpatial as DMVSpatial
-from .dmv_preprocessed import PREPROCESSED_DMV_CLASSES
-from .dmv_preprocessed import PREPROCESSED_DMV_METHODS as PREPROCESSED_DMV_METHODS
-from .dmv_preprocessed import DMV4Body as DMV4Body
-from .dmv_preprocessed import DMV4Spatial as DMV4Spatial
-from .dmv_preprocessed import DMV6Body as DMV6Body
-from .dmv_preprocessed import DMV6Spatial as DMV6Spatial
-from .dmv_preprocessed import DMV8Body as DMV8Body
-from .dmv_preprocessed import DMV8Spatial as DMV8Spatial
-from .dmv_preprocessed import DMV10Body as DMV10Body
-from .dmv_preprocessed import DMV10Spatial as DMV10Spatial
-from .dmv_preprocessed import preprocessed_dmv as preprocessed_dmv
+from .dmv import preprocessed_dmv as preprocessed_dmv
 from .energy_momentum import ENERGY_MOMENTUM_METHODS as ENERGY_MOMENTUM_METHODS
 from .energy_momentum import EnergyMomentumAVF as EnergyMomentumAVF
 from .lie_group import IMID as IMID
@@ -77,6 +75,8 @@ from .reference_methods import BBTRAPWD as BBTRAPWD
 from .reference_methods import SWC1 as SWC1
 from .splitting import LiePoissonSplitting as LiePoissonSplitting
 from .tableau import ButcherTableau as ButcherTableau
+from .tableau.compositions import SCHEMES
+from .tableau.compositions import CompositionScheme as CompositionScheme
 
 COMPOSITION_SCHEMES = SCHEMES
 """The composition schemes by name (`compose(method, name)`; `--method <method>:<name>`)."""

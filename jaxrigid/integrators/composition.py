@@ -2,7 +2,7 @@
 
 Krysl builds TRAP, IMID, TRAPM and IMIDM as compositions of Euler half-steps (§3.3–3.6);
 the same wrapper composes any symmetric method into higher order: `compose(method, scheme)`
-with a scheme of `composition_schemes` (the triple jump and Suzuki's fractal, orders 2k → 2k+2;
+with a scheme of `tableau.compositions` (the triple jump and Suzuki's fractal, orders 2k → 2k+2;
 Yoshida's and Kahan–Li's order 6, McLachlan's and Kahan–Li's order 8, Sofroniou–Spaletta's
 order 10, each checked against its order conditions when loaded).
 """
@@ -19,7 +19,12 @@ from jax import lax
 from .. import results
 from .._suggest import did_you_mean
 from .base import AbstractIntegrator, StepInfo, merge_infos
-from .composition_schemes import SCHEMES, CompositionScheme, suzuki_fractions, triple_jump_fractions
+from .tableau.compositions import (
+    SCHEMES,
+    CompositionScheme,
+    suzuki_fractions,
+    triple_jump_fractions,
+)
 
 
 class AbstractComposition(AbstractIntegrator):
@@ -237,7 +242,7 @@ _FRACTAL = {"triple-jump": triple_jump_fractions, "suzuki5": suzuki_fractions}
 
 def compose(integrator, scheme: str | CompositionScheme) -> AbstractComposition:
     """The symmetric composition of the symmetric `integrator` by `scheme` (a name of
-    `composition_schemes.SCHEMES` or a `CompositionScheme`), named `<method>:<scheme>`.
+    `tableau.compositions.SCHEMES` or a `CompositionScheme`), named `<method>:<scheme>`.
 
     Order: `scheme.order` for a second-order method; the triple jump and Suzuki's fractal
     raise any even order `2k` to `2k + 2`. The composition keeps what the method keeps

@@ -4,7 +4,7 @@ McLachlan (1993), "Explicit Lie–Poisson integration and the Euler equations", 
 Lett. 71, 3043; Touma & Wisdom (1994), "Lie–Poisson integrators for rigid body dynamics in
 the solar system", Astron. J. 107, 1189; Dullweber, Leimkuhler & McLachlan (1997), J. Chem.
 Phys. 107, 5840. Not in the five papers: the explicit symmetric base method that the
-compositions of `composition_schemes` lift to orders 4–10 without a Newton solve.
+compositions of `tableau.compositions` lift to orders 4–10 without a Newton solve.
 
 In principal body axes (`𝕀 = diag(I₁, I₂, I₃)`) the Hamiltonian `H = ½ Πᵀ𝕀⁻¹Π + V(t, R)`
 splits into pieces whose flows are exact rotations:
