@@ -50,12 +50,12 @@ Accuracy: ‖R − R_ref‖₂ (matrix 2-norm, as tests/helpers.py `state_error`
 the final time, max and median over the reference members. The free body's and the fast
 top's references are their exact solutions, for every member (`ExactSolution`; member 0's
 DOP853 is recorded beside them as a check, the top's at t = 100 only): the free body's
-`jaxrigid.free_body_exact` (Jacobi elliptic functions and one quadrature;
+`jaxrigid.reference.free_body` (Jacobi elliptic functions and one quadrature;
 `reference_error_estimate` = 3 × its float64 bound 10·eps·(1 + λt), ≈ 2e-11 at t = 10⁴), the
-top's `jaxrigid.lagrange_top_exact` (the tilt by Jacobi elliptic functions, precession and spin
+top's `jaxrigid.reference.lagrange_top` (the tilt by Jacobi elliptic functions, precession and spin
 by quadratures; `reference_error_estimate` = its largest difference from a 40-digit
 closed-form evaluation, `lagrange_top_exact_mp`, over the first 32 members). The Coulomb
-wall's is `jaxrigid.extended_reference.axial_potential_reference` of the first
+wall's is `jaxrigid.reference.extended.axial_potential_reference` of the first
 `--reference-members` members: Gragg–Bulirsch–Stoer extrapolation in `np.longdouble` (macro
 step 1/8, 8 columns) on the embedded equations with the torque derived by hand;
 `reference_error_estimate` = √3 × the largest entry of its difference from the run with one
@@ -193,9 +193,6 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
 import jaxrigid  # noqa: E402
-from jaxrigid import extended_reference as xref  # noqa: E402
-from jaxrigid import free_body_exact as fbe  # noqa: E402
-from jaxrigid import lagrange_top_exact as lte  # noqa: E402
 from jaxrigid.cases import get_case  # noqa: E402
 from jaxrigid.integrators import compose, get_method  # noqa: E402
 from jaxrigid.lie import so3  # noqa: E402
@@ -203,6 +200,9 @@ from jaxrigid.models.rigid_body import (  # noqa: E402
     AxialPowerPotential,
     RigidBodyState,
 )
+from jaxrigid.reference import extended as xref  # noqa: E402
+from jaxrigid.reference import free_body as fbe  # noqa: E402
+from jaxrigid.reference import lagrange_top as lte  # noqa: E402
 from jaxrigid.reference import rigid_body_reference  # noqa: E402
 
 CPU = jax.devices()[0].platform == "cpu"
@@ -812,13 +812,13 @@ def dop853_references(problem, idx, t_long):
     return refs, rec
 
 
-# GBS in longdouble on the Coulomb wall (jaxrigid/extended_reference.py, measured there):
+# GBS in longdouble on the Coulomb wall (jaxrigid/reference/extended.py, measured there):
 # H = 1/8 and 8 columns put its error estimate at 5e-16, 1.2e-14, 4.5e-13 at t = 10², 10³, 10⁴
 GBS_MACRO_STEP, GBS_COLUMNS = 0.125, 8
 
 
 def extended_references(problem, idx, t_long):
-    """`jaxrigid.extended_reference.axial_potential_reference` (Gragg–Bulirsch–Stoer in
+    """`jaxrigid.reference.extended.axial_potential_reference` (Gragg–Bulirsch–Stoer in
     longdouble, the torque derived by hand) of members `idx`; its error estimate is its own
     (the run with one extrapolation column fewer), and member 0's DOP853 at 1e-13 is recorded
     as a check."""
@@ -844,7 +844,7 @@ def extended_references(problem, idx, t_long):
     # error_R is the largest entry of |R − R'|: ≤ the 2-norm bound √3× it
     estimate = {lab: float(np.sqrt(3) * np.max(ref.error_R[k])) for k, lab in enumerate(LABELS)}
     rec = {
-        "method": "jaxrigid.extended_reference.axial_potential_reference: Gragg-Bulirsch-Stoer "
+        "method": "jaxrigid.reference.extended.axial_potential_reference: Gragg-Bulirsch-Stoer "
         f"extrapolation in np.longdouble (eps {float(np.finfo(np.longdouble).eps):.2e}), macro "
         f"step {GBS_MACRO_STEP}, {GBS_COLUMNS} columns, torque derived by hand",
         "members": list(map(int, idx)),
@@ -884,15 +884,15 @@ def principal_moments(model):
 
 
 def exact_solution(model) -> ExactSolution | None:
-    """The free body with a diagonal inertia (`jaxrigid.free_body_exact`) and the Lagrange top
-    (`jaxrigid.lagrange_top_exact`: diag(I₁, I₁, I₃), gravity along body e₃, up = e₃) have
+    """The free body with a diagonal inertia (`jaxrigid.reference.free_body`) and the Lagrange top
+    (`jaxrigid.reference.lagrange_top`: diag(I₁, I₁, I₃), gravity along body e₃, up = e₃) have
     exact solutions; other models None (DOP853 references)."""
     moments = principal_moments(model)
     if moments is None:
         return None
     if model.potential is None and model.torque is None:
         return ExactSolution(
-            "jaxrigid.free_body_exact: Jacobi elliptic functions and one quadrature (exact up "
+            "jaxrigid.reference.free_body: Jacobi elliptic functions and one quadrature (exact up "
             "to float64 rounding)",
             lambda R0, Pi0, ts: fbe.free_body_exact(moments, R0, Pi0, ts),
             lambda R0, Pi0, t, R: 3 * fbe.float64_error_bound(moments, Pi0, t),
@@ -912,7 +912,7 @@ def exact_solution(model) -> ExactSolution | None:
                 )
 
             return ExactSolution(
-                "jaxrigid.lagrange_top_exact: Jacobi elliptic functions and quadratures of "
+                "jaxrigid.reference.lagrange_top: Jacobi elliptic functions and quadratures of "
                 "the precession and spin rates (exact up to float64 rounding)",
                 lambda R0, Pi0, ts: lte.lagrange_top_exact(moments, c, R0, Pi0, ts),
                 estimate,

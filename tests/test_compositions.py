@@ -26,7 +26,6 @@ import jaxrigid as jr
 from jaxrigid import cli
 from jaxrigid.cases import get_case
 from jaxrigid.diagnostics import invariants_along, measured_order
-from jaxrigid.free_body_exact import free_body_momentum
 from jaxrigid.integrators import Composition, compose, get_method
 from jaxrigid.integrators.composition import AbstractComposition
 from jaxrigid.integrators.tableau.compositions import (
@@ -37,6 +36,7 @@ from jaxrigid.integrators.tableau.compositions import (
     suzuki_fractions,
     triple_jump_fractions,
 )
+from jaxrigid.reference.free_body import free_body_momentum
 
 EPS = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)
@@ -131,7 +131,7 @@ def test_every_scheme_has_a_torque_free_plan():
 @pytest.mark.parametrize("name", list(TORQUE_FREE_PLAN))
 def test_order_on_the_torque_free_body(name):
     """‖Π(T) − Π_exact(T)‖ of compose(IMIDM, scheme), Π_exact from Jacobi's elliptic functions
-    (jaxrigid/free_body_exact.py, ~1e-14). Measured slopes: triple jump 4.00, Suzuki 4.00,
+    (jaxrigid/reference/free_body.py, ~1e-14). Measured slopes: triple jump 4.00, Suzuki 4.00,
     Yoshida 6 5.94, Kahan–Li 6 5.99, McLachlan 8 7.75, Kahan–Li 8 7.90, Sofroniou–Spaletta 10
     9.80 (errors 2.6e-7 … 4.3e-9 … 6.8e-11 for Yoshida 6; 7.7e-12 the smallest, SS10 at 1.2)."""
     t_end, dts, tol = TORQUE_FREE_PLAN[name]

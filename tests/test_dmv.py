@@ -14,10 +14,10 @@ from helpers import integrate
 import jaxrigid as jr
 from jaxrigid.cases.dmv import CASES
 from jaxrigid.diagnostics import invariants_along, measured_order
-from jaxrigid.free_body_exact import free_body_momentum
 from jaxrigid.integrators.dmv import DMV_METHODS
 from jaxrigid.models.rigid_body import AxialPowerPotential, RigidBody
 from jaxrigid.reference import rigid_body_reference
+from jaxrigid.reference.free_body import free_body_momentum
 
 CASE = {case.name: case for case in CASES if case.torque_free}
 CASE_NAMES = list(CASE)
@@ -34,7 +34,7 @@ def _problem(name):
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_exact_solution_matches_dop853(name):
-    """The elliptic-function solution (jaxrigid/free_body_exact.py) against scipy's DOP853."""
+    """The elliptic-function solution (jaxrigid/reference/free_body.py) against scipy's DOP853."""
     model, state0, moments = _problem(name)
     t = 37.3
     ref = rigid_body_reference(model, state0, [t])

@@ -4,7 +4,7 @@ invariance of the modified inertia, vmap = loop, float32, refusal of torqued mod
 
 The main problem is the authors' own example (driver of DMV10): principal moments
 (0.6, 0.8, 1.0), Π(0) = (1.8, 0.4, −0.9), R(0) = 1, here to t = 10. References: the body
-momentum from Jacobi elliptic functions (jaxrigid/free_body_exact.py; it agrees with DOP853 to
+momentum from Jacobi elliptic functions (jaxrigid/reference/free_body.py; it agrees with DOP853 to
 1e-14 here), the attitude from DOP853 at rtol = atol = 1e-13 (jaxrigid.reference; its error
 is ~7e-13 at t = 10: the floor the converged order-10 attitude error settles on).
 """
@@ -17,7 +17,6 @@ from helpers import integrate, one_step
 
 import jaxrigid as jr
 from jaxrigid.diagnostics import invariants_along, measured_order
-from jaxrigid.free_body_exact import free_body_momentum
 from jaxrigid.integrators.dmv import (
     PREPROCESSED_DMV_METHODS,
     DMVBody,
@@ -28,6 +27,7 @@ from jaxrigid.integrators.dmv import (
 from jaxrigid.lie import so3
 from jaxrigid.models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
 from jaxrigid.reference import rigid_body_reference
+from jaxrigid.reference.free_body import free_body_momentum
 
 MOMENTS = (0.6, 0.8, 1.0)
 PI0 = (1.8, 0.4, -0.9)

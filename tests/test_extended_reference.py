@@ -1,4 +1,4 @@
-"""The longdouble GBS reference (`jaxrigid.extended_reference`): against the exact free body,
+"""The longdouble GBS reference (`jaxrigid.reference.extended`): against the exact free body,
 DOP853 on Krysl's Coulomb wall (which also checks the hand-derived torque against the model's
 autodiff torque), against DOP853 and the exact Lagrange top, its order and invariants, its
 refusals. Tolerances quote measurements on x86-64 (80-bit longdouble)."""
@@ -7,12 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrigid import extended_reference as er
 from jaxrigid.cases import get_case
-from jaxrigid.free_body_exact import float64_error_bound, free_body_exact
 from jaxrigid.lie import so3
 from jaxrigid.models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
+from jaxrigid.reference import extended as er
 from jaxrigid.reference import rigid_body_reference
+from jaxrigid.reference.free_body import float64_error_bound, free_body_exact
 
 LD = np.longdouble
 pytestmark = pytest.mark.skipif(
@@ -111,7 +111,7 @@ def test_heavy_top_matches_dop853_and_exact_top():
     ref = rigid_body_reference(model, s0, ts[:2], rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(out.R[:2, 0].astype(float), ref.R, rtol=0, atol=1e-11)
     np.testing.assert_allclose(out.Pi[:2, 0].astype(float), ref.Pi, rtol=0, atol=1e-11)
-    lte = pytest.importorskip("jaxrigid.lagrange_top_exact")
+    lte = pytest.importorskip("jaxrigid.reference.lagrange_top")
     R, Pi = lte.lagrange_top_exact(moments, 20.0, R0, Pi0, ts[2:])
     tol = lte.float64_error_bound(moments, 20.0, R0, Pi0, ts[2]) + 1e-14 + out.error_R[2, 0]
     np.testing.assert_allclose(out.R[2, 0].astype(float), R[0], rtol=0, atol=tol)

@@ -1,4 +1,4 @@
-"""The exact free rigid body (`jaxrigid.free_body_exact`): against scipy's DOP853 (the
+"""The exact free rigid body (`jaxrigid.reference.free_body`): against scipy's DOP853 (the
 formulas), against a 30-digit mpmath evaluation of the same formulas at t = 10⁴ (the float64
 reductions and quadratures), its invariants, and its refusals."""
 
@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrigid import free_body_exact as fbe
 from jaxrigid.models.rigid_body import RigidBody, RigidBodyState
+from jaxrigid.reference import free_body as fbe
 from jaxrigid.reference import rigid_body_reference
 
 # Krysl's torque-free body, a generic one with the axes out of order (so `s` is the smallest

@@ -1,4 +1,4 @@
-"""The exact heavy symmetric top (`jaxrigid.lagrange_top_exact`): against scipy's DOP853 (the
+"""The exact heavy symmetric top (`jaxrigid.reference.lagrange_top`): against scipy's DOP853 (the
 formulas), against an independent 40-digit mpmath evaluation at t = 10⁴ (the float64 roots,
 reductions and quadratures), its invariants, and its refusals."""
 
@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrigid import lagrange_top_exact as lte
 from jaxrigid.lie import so3
 from jaxrigid.models.rigid_body import HeavyTopPotential, RigidBody, RigidBodyState
+from jaxrigid.reference import lagrange_top as lte
 from jaxrigid.reference import rigid_body_reference
 
 

@@ -314,13 +314,13 @@ def test_a_compensated_step_is_the_plain_step_plus_its_rounding(case_name, schem
 
 def test_compensation_lowers_the_round_off_floor_against_the_exact_free_body():
     """LP-split:yoshida6 on four free bodies to t = 1000 in 2·10⁴ steps of Δt = 0.05, against
-    the exact solution (`jaxrigid.free_body_exact`). Plain, each of the 1.4·10⁵ stages rounds Π
+    the exact solution (`jaxrigid.reference.free_body`). Plain, each of the 1.4·10⁵ stages rounds Π
     and R by ≈ eps, which shifts the energy and so the rotation's frequency: a phase error
     growing with t, the floor of every float64 run at long horizons (measured 4.2e-12 to
     9.2e-12). Compensated, only the roundings of the small increments remain: 2.2e-13 to
     4.4e-13, 21× less at the worst member. Bound 0.25× (the statistics of four members);
     a compensation that dropped the error or its rotation gives ≈ 1×."""
-    from jaxrigid.free_body_exact import free_body_exact
+    from jaxrigid.reference.free_body import free_body_exact
 
     model, one = problem("krysl-torque-free")
     states = jr.cases.get_case("krysl-torque-free").perturb(one, np.random.default_rng(0), 0.01, 4)

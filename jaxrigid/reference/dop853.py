@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .models.rigid_body import RigidBody, RigidBodyState
+from ..models.rigid_body import RigidBody, RigidBodyState
 
 
 def rigid_body_reference(

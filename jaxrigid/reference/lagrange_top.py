@@ -48,7 +48,7 @@ the remainder by Gauss–Legendre. Then `R(t) = R_z(φ₀) R_z(Φ) R_x(θ) R_z(�
 R_x(θ₀)ᵀ R_z(φ₀)ᵀ R₀`, where `Π₃t/I₃` (≈ 5·10⁵ at t = 10⁴) is carried as an exact double-double
 product so that only `np.sin`/`np.cos` reduce it; `Π = (I₁ R_z(ψ)ᵀ(θ̇, φ̇ sθ), Π₃)`. Refused:
 a sleeping top or one whose axis reaches (within 1e-9 in `1 ∓ u`) the vertical, where the Euler
-angles are singular; `c = 0` (the free body: `jaxrigid.free_body_exact`).
+angles are singular; `c = 0` (the free body: `jaxrigid.reference.free_body`).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _checked(moments, c, R0, Pi0):
     if I[0] != I[1] or np.any(I <= 0):
         raise ValueError(f"a Lagrange top needs positive moments (I₁, I₁, I₃); got {I}")
     if c == 0:
-        raise ValueError("c = 0 is the free body: use jaxrigid.free_body_exact")
+        raise ValueError("c = 0 is the free body: use jaxrigid.reference.free_body_exact")
     if not np.allclose(R0.T @ R0, np.eye(3), rtol=0, atol=1e-12) or np.linalg.det(R0) < 0:
         raise ValueError("R0 must be a 3×3 rotation matrix (orthonormal to 1e-12)")
     return I, float(c), R0, Pi0
