@@ -1,7 +1,7 @@
 """Gradients of a trajectory-optimisation objective against the horizon, and multi-start
 throughput (issue 14).
 
-**Gradient against horizon.** The two-circles ball (`control.problems.two_circles_start`)
+**Gradient against horizon.** The two-circles ball (`control.presets.two_circles_start`)
 driven by a quintic B-spline control (8 knot intervals) on `[0, T]`, `T = n_steps·dt`,
 `dt = 0.05`, RKMK4, float64, for n_steps = 10², 10³, 10⁴, 10⁵. The objective is reach-point's
 augmented Lagrangian at fixed multipliers `λ = 0`, `ρ = 20`: `f(p) = ∫Σθ̈² dt + 10·|x(T)[:2] −
@@ -59,7 +59,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxrigid import control  # noqa: E402
-from jaxrigid.control.problems import two_circles_start  # noqa: E402
+from jaxrigid.control.presets import two_circles_start  # noqa: E402
 from jaxrigid.integrators.quaternion_rkmk import RKMK4  # noqa: E402
 
 DT = 0.05
@@ -191,7 +191,7 @@ def gradient_vs_horizon(args) -> dict:
             log(f"n = {n:>6d} gradient relative difference {diff:.2e}")
     return {
         "problem": {
-            "model": "control.problems.two_circles_start(T, 'bspline', 8): the two-circles ball, "
+            "model": "control.presets.two_circles_start(T, 'bspline', 8): the two-circles ball, "
             "quintic B-spline control, masses at rest at θ = −π/2, ball at rest at the origin",
             "objective": f"Effort() + {PENALTY}*FinalPosition({TARGET}): reach-point's augmented "
             "Lagrangian at λ = 0, ρ = 20",

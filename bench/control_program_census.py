@@ -25,7 +25,7 @@ import optax
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxrigid.control.problems import default_settings, get_problem, initial_guesses  # noqa: E402
+from jaxrigid.control.presets import default_settings, get_problem, initial_guesses  # noqa: E402
 
 O = importlib.import_module("jaxrigid.control.optimise")  # the module, not the function
 

@@ -77,7 +77,6 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxrigid.controls import ConstantControl  # noqa: E402
 from jaxrigid.integrators.base import AbstractIntegrator, explicit_info  # noqa: E402
 from jaxrigid.integrators.nonholonomic_lie import (  # noqa: E402
     NonholonomicDLA,
@@ -88,6 +87,7 @@ from jaxrigid.models.rolling_ball import (  # noqa: E402
     rolling_ball_state,
     two_circles_ball,
 )
+from jaxrigid.models.rolling_ball.controls import ConstantControl  # noqa: E402
 from jaxrigid.models.structures import AbstractAttitudeQuaternion  # noqa: E402
 from jaxrigid.simulation import simulate  # noqa: E402
 

@@ -55,7 +55,7 @@ def worker_optimise(profile):
     import numpy as np
 
     from jaxrigid.control.optimise import optimise
-    from jaxrigid.control.problems import default_settings, get_problem, initial_guesses
+    from jaxrigid.control.presets import default_settings, get_problem, initial_guesses
 
     problem = get_problem("reach-point")
     p0 = initial_guesses(problem, 1, seed=0)[0]
@@ -87,7 +87,7 @@ def _worker_resim(profile, method):
     import jax
 
     from jaxrigid.cli.control_setup import REFINE, dense, method
-    from jaxrigid.control.problems import get_problem, initial_guesses
+    from jaxrigid.control.presets import get_problem, initial_guesses
 
     problem = get_problem("reach-point")
     p = initial_guesses(problem, 1, seed=0)[0]

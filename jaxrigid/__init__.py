@@ -1,13 +1,11 @@
 """jaxrigid: structure-preserving integrators for rigid-body dynamics in JAX."""
 
 from . import compensated as compensated
-from . import controls as controls
 from . import diagnostics as diagnostics
 from . import integrators as integrators
 from . import lie as lie
 from . import linear_solvers as linear_solvers
 from . import models as models
-from . import rails as rails
 from . import results as results
 from ._checks import InvalidValueError as InvalidValueError
 from .compilation_cache import enable_compilation_cache as enable_compilation_cache
@@ -96,13 +94,11 @@ from .xla_options import quick_build_options as quick_build_options
 
 __all__ = [
     "compensated",
-    "controls",
     "diagnostics",
     "integrators",
     "lie",
     "linear_solvers",
     "models",
-    "rails",
     "results",
     "InvalidValueError",
     "enable_compilation_cache",

@@ -18,7 +18,7 @@ from jax._src import monitoring
 from jaxrigid import cli
 from jaxrigid.cli import control_setup
 from jaxrigid.cli.control import NOT_CONVERGED
-from jaxrigid.control import problems
+from jaxrigid.control import presets
 
 KEYS = {
     "problem",
@@ -199,9 +199,9 @@ def test_converged_within_tolerance(short_run, monkeypatch, tmp_path):
     first run's (the tolerance is not in them)."""
     first, _, _, _ = short_run
     tolerance = 2 * max(first["infeasibility"], first["miss"])
-    build = problems.PROBLEMS["reach-point"]
+    build = presets.PROBLEMS["reach-point"]
     patched = lambda **options: dataclasses.replace(build(**options), tolerance=tolerance)  # noqa: E731
-    monkeypatch.setitem(problems.PROBLEMS, "reach-point", patched)
+    monkeypatch.setitem(presets.PROBLEMS, "reach-point", patched)
     rc, stdout, stderr = _control([*SHORT_RUN, "--out", str(tmp_path), "--json"])
     assert rc == 0, stderr
     report = json.loads(stdout)

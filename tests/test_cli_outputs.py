@@ -20,9 +20,9 @@ import jaxrigid
 from jaxrigid import cli
 from jaxrigid.cases import CASES
 from jaxrigid.cli import _main, output
-from jaxrigid.controls import ConstantControl
 from jaxrigid.models.director import MaterialPulseMoment
 from jaxrigid.models.rigid_body import RigidBody
+from jaxrigid.models.rolling_ball.controls import ConstantControl
 
 
 def test_the_split_follows_the_parameters():

@@ -34,7 +34,7 @@ from jaxrigid.control.costs import (
 )
 from jaxrigid.control.optimise import optimise
 from jaxrigid.control.parametrisations import BSplineActuation, FourierActuation
-from jaxrigid.control.problems import (
+from jaxrigid.control.presets import (
     ControlProblem,
     avoid_obstacles,
     default_settings,
@@ -46,7 +46,7 @@ from jaxrigid.control.problems import (
 from jaxrigid.integrators.nonholonomic_midpoint import MidpointDLA
 from jaxrigid.integrators.quaternion_rkmk import RKMK4, RKMK8
 from jaxrigid.models.rigid_body import RigidBody
-from jaxrigid.models.rolling_ball_unreduced import RollingBallUnreduced
+from jaxrigid.models.rolling_ball.unreduced import RollingBallUnreduced
 from jaxrigid.simulation import simulate
 
 T = 5.0

@@ -13,14 +13,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrigid.control import problems
+from jaxrigid.control import presets
 from jaxrigid.control.optimise import (
     DEFAULT_TOLERANCE,
     AugmentedLagrangian,
     multi_start,
     optimise,
 )
-from jaxrigid.control.problems import PROBLEMS, get_problem, initial_guesses
+from jaxrigid.control.presets import PROBLEMS, get_problem, initial_guesses
 
 BAD_STEPS = [
     (0, ValueError, r"dt must be a positive finite number, got 0$"),
@@ -43,7 +43,7 @@ def nothing_built(monkeypatch):
     def built(*args, **kwargs):
         raise AssertionError("two_circles_start was called before the arguments were checked")
 
-    monkeypatch.setattr(problems, "two_circles_start", built)
+    monkeypatch.setattr(presets, "two_circles_start", built)
 
 
 @pytest.mark.parametrize(("dt", "error", "message"), BAD_STEPS)

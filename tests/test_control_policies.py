@@ -28,7 +28,7 @@ from jaxrigid.control.closed_loop import (
 )
 from jaxrigid.control.policies import LinearFeedback, MLPPolicy, active_rows
 from jaxrigid.control.policy_io import MAGIC, load_policy, save_policy
-from jaxrigid.control.problems import reach_point
+from jaxrigid.control.presets import reach_point
 from jaxrigid.control.region import RADIUS, reach_region, sample_tasks
 from jaxrigid.control.scenarios import draw_scenarios, replay
 from jaxrigid.control.training import TrainSettings, _stages

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from jaxrigid.control.optimise import multi_start, optimise
-from jaxrigid.control.problems import (
+from jaxrigid.control.presets import (
     OBSTACLE_CENTRES,
     PROBLEMS,
     default_settings,

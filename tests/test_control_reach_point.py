@@ -31,7 +31,7 @@ from jaxrigid.control.costs import (
     Tracking,
 )
 from jaxrigid.control.optimise import AugmentedLagrangian, multi_start, optimise
-from jaxrigid.control.problems import ControlProblem, get_problem, reach_point
+from jaxrigid.control.presets import ControlProblem, get_problem, reach_point
 from jaxrigid.integrators.nonholonomic_lie import NonholonomicDLA
 from jaxrigid.integrators.quaternion_rkmk import RKMK4
 

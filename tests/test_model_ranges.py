@@ -20,14 +20,14 @@ import pytest
 
 from jaxrigid import _checks, cli
 from jaxrigid.cases import CASES
-from jaxrigid.controls import (
+from jaxrigid.models.particle_chain import LennardJones
+from jaxrigid.models.rolling_ball.controls import (
     ConstantControl,
     PiecewiseCubicControl,
     SinusoidControl,
     ZeroControl,
 )
-from jaxrigid.models.particle_chain import LennardJones
-from jaxrigid.rails import CircleRail, FunctionRail, SegmentRail, rail_checks
+from jaxrigid.models.rolling_ball.rails import CircleRail, FunctionRail, SegmentRail, rail_checks
 from jaxrigid.sweep import Sweep, Values, run
 
 jax.config.update("jax_enable_x64", True)
@@ -225,8 +225,8 @@ def test_the_unreduced_ball_checks_its_rails_as_the_reduced_one(ball):
     """`RollingBallUnreduced` (the DLA integrators' and dynamic masses' model) refuses a
     control leaving its segment and a rail leaving the ball, as the reduced ball does (it
     accepted both: its checks did not look at the rails)."""
-    from jaxrigid.models.rolling_ball_unreduced import RollingBallUnreduced
-    from jaxrigid.rails import CircleRail
+    from jaxrigid.models.rolling_ball.rails import CircleRail
+    from jaxrigid.models.rolling_ball.unreduced import RollingBallUnreduced
 
     assert not any(
         bool(jnp.any(c.bad))

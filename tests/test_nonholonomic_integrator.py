@@ -28,7 +28,6 @@ import pytest
 from helpers import Heun
 from scipy.integrate import solve_ivp
 
-from jaxrigid.controls import ConstantControl
 from jaxrigid.integrators.nonholonomic_lie import (
     NonholonomicDLA,
     contact_momentum,
@@ -41,6 +40,7 @@ from jaxrigid.models.rolling_ball import (
     rolling_ball_state,
     two_circles_ball,
 )
+from jaxrigid.models.rolling_ball.controls import ConstantControl
 from jaxrigid.results import RESULTS
 from jaxrigid.simulation import simulate
 

@@ -40,7 +40,6 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import jaxrigid as jr
-from jaxrigid.controls import ConstantControl
 from jaxrigid.diagnostics import measured_order
 from jaxrigid.integrators import REGISTRY
 from jaxrigid.integrators.quaternion_rkmk import (
@@ -57,6 +56,7 @@ from jaxrigid.integrators.tableau import RK4
 from jaxrigid.lie import quaternion
 from jaxrigid.models.rigid_body import RigidBody
 from jaxrigid.models.rolling_ball import RollingBallState, two_circles_ball
+from jaxrigid.models.rolling_ball.controls import ConstantControl
 from jaxrigid.models.structures import AbstractAttitudeQuaternion
 from jaxrigid.results import RESULTS
 

@@ -35,12 +35,6 @@ from scipy.integrate import solve_ivp
 from scipy.interpolate import CubicSpline
 
 from jaxrigid import _checks
-from jaxrigid.controls import (
-    ConstantControl,
-    PiecewiseCubicControl,
-    SinusoidControl,
-    ZeroControl,
-)
 from jaxrigid.lie import quaternion
 from jaxrigid.models.rolling_ball import (
     TWO_CIRCLES_T_END,
@@ -51,7 +45,13 @@ from jaxrigid.models.rolling_ball import (
     two_circles_ball,
     vertical,
 )
-from jaxrigid.rails import (
+from jaxrigid.models.rolling_ball.controls import (
+    ConstantControl,
+    PiecewiseCubicControl,
+    SinusoidControl,
+    ZeroControl,
+)
+from jaxrigid.models.rolling_ball.rails import (
     CircleRail,
     EllipseRail,
     FigureEightRail,
@@ -928,7 +928,7 @@ def test_energy_is_claimed_for_a_control_that_holds_still():
     masses still (`holds_still`, a class fact: `ConstantControl`, `ZeroControl`, or a control
     of one's own), not by the control's class; a moving control claims it not (its actuators
     work on the ball)."""
-    from jaxrigid.controls import AbstractControl
+    from jaxrigid.models.rolling_ball.controls import AbstractControl
 
     class Parked(AbstractControl):  # a control of one's own: θ = 0.3 for every mass
         holds_still = True

@@ -14,7 +14,7 @@ import jaxrigid
 from jaxrigid import cli
 from jaxrigid._suggest import close_names, did_you_mean
 from jaxrigid.cases import CASES, get_case
-from jaxrigid.control.problems import default_settings, get_problem
+from jaxrigid.control.presets import default_settings, get_problem
 from jaxrigid.integrators import IMIDM, compose, get_method
 from jaxrigid.observers import Reductions
 from jaxrigid.sweep.spec import Sweep

@@ -12,7 +12,6 @@ import pytest
 from test_nonholonomic import rk4
 
 from jaxrigid import _checks
-from jaxrigid.controls import SinusoidControl
 from jaxrigid.lie import quaternion
 from jaxrigid.models.nonholonomic import (
     LagrangeDAlembertSystem,
@@ -20,13 +19,14 @@ from jaxrigid.models.nonholonomic import (
     quaternion_rate,
 )
 from jaxrigid.models.rolling_ball import RollingBall, RollingBallState, two_circles_ball
-from jaxrigid.models.rolling_ball_unreduced import (
+from jaxrigid.models.rolling_ball.controls import SinusoidControl
+from jaxrigid.models.rolling_ball.rails import CircleRail, EllipseRail, SegmentRail
+from jaxrigid.models.rolling_ball.unreduced import (
     RollingBallUnreduced,
     RollingBallUnreducedState,
 )
 from jaxrigid.models.rolling_disk import RollingDisk, RollingDiskState
 from jaxrigid.models.suslov import Suslov, SuslovState
-from jaxrigid.rails import CircleRail, EllipseRail, SegmentRail
 
 E3 = np.array([0.0, 0.0, 1.0])
 

@@ -1,5 +1,5 @@
 """`jaxrigid control PROBLEM`: optimise the rolling ball's rail controls for a named problem
-(`jaxrigid.control.problems`).
+(`jaxrigid.control.presets`).
 
     jaxrigid control PROBLEM [--iterations N] [--starts K] [--method M] [--dt H]
                              [--mode prescribed|dynamic] [--out DIR] [--json]
@@ -99,7 +99,7 @@ def cmd_control(args) -> int:
     import jax
     import jax.numpy as jnp
 
-    from ..control.problems import get_problem, initial_guesses
+    from ..control.presets import get_problem, initial_guesses
     from ..program_store import stored_programs
 
     if args.problem.lower() == "train-policy":
@@ -308,7 +308,7 @@ def _rails(problem, p, traj):
     parametrised = problem.control.with_coefficients(p)
     if problem.mode == "prescribed":
         return (*(np.asarray(a) for a in _sample_program()(parametrised, ts)), None)
-    from ..models.rolling_ball_unreduced import RollingBallUnreducedState
+    from ..models.rolling_ball.unreduced import RollingBallUnreducedState
 
     model = problem.with_coefficients(p)
     states = RollingBallUnreducedState(traj.q, traj.Omega, traj.x, traj.theta, traj.theta_dot)

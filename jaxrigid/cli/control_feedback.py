@@ -95,13 +95,13 @@ def _options(args):
 
 def _problem(args, name: str, mode: str):
     """The problem on an MPC-ready B-spline, its method's name, and `H`."""
-    from ..control import mpc, problems
+    from ..control import mpc, presets
     from ..control.scenarios import target_of
     from . import control_setup
 
     options = {"mode": mode} | ({} if args.dt is None else {"dt": args.dt})
     try:
-        base = problems.get_problem(name, **options)
+        base = presets.get_problem(name, **options)
         target_of(base)
         method, integrator = control_setup.method(args.method, base.model)
         H = base.t_end / 10 if args.replan_every is None else args.replan_every
@@ -109,7 +109,7 @@ def _problem(args, name: str, mode: str):
         if abs(per - round(per)) > 1e-9 * per:
             raise ValueError(f"--replan-every {H:g} does not divide T = {base.t_end:g}")
         n = mpc.basis_size(base.t_end, H, getattr(base.control, "n_intervals", 1))
-        problem = problems.get_problem(name, integrator=integrator, n_basis=n, **options)
+        problem = presets.get_problem(name, integrator=integrator, n_basis=n, **options)
         mpc.replan_steps(problem, H)
     except (TypeError, ValueError) as err:
         raise UsageError(f"problem {name}: {err}") from None
@@ -127,7 +127,7 @@ def cmd_feedback(args) -> int:
 
     from ..control import mpc
     from ..control.optimise import multi_start, optimise
-    from ..control.problems import initial_guesses
+    from ..control.presets import initial_guesses
     from ..control.scenarios import draw_scenarios, replay, target_of
     from ..program_store import stored_programs
     from ..progress import OptimiserProgress, phase

@@ -65,14 +65,14 @@ def _family(name) -> str:
 def _problem(family: str, dt, dtype):
     import jax.numpy as jnp
 
-    from ..control import mpc, problems, region
+    from ..control import mpc, presets, region
 
     dt_kw = {} if dt is None else {"dt": dt}
     try:
         if family == "reach-region":
             return region.reach_region(dtype=jnp.dtype(dtype), interval=INTERVAL, **dt_kw)
         n = mpc.basis_size(5.0, INTERVAL, 8)
-        return problems.reach_point(n_basis=n, dtype=jnp.dtype(dtype), **dt_kw)
+        return presets.reach_point(n_basis=n, dtype=jnp.dtype(dtype), **dt_kw)
     except (TypeError, ValueError) as err:
         raise UsageError(f"problem {family}: {err}") from None
 

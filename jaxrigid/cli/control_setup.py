@@ -30,7 +30,7 @@ REFINE = 4  # the re-simulation's step is dt / REFINE
 
 def problem_name(name: str) -> str:
     """The control problem's canonical name; `UsageError` naming the valid ones."""
-    from ..control.problems import PROBLEMS
+    from ..control.presets import PROBLEMS
 
     for key in PROBLEMS:
         if key == name.lower():
@@ -81,7 +81,7 @@ def resimulation_method(name: str, model):
 def settings(name: str, iterations: int | None, mode: str = "prescribed"):
     """The problem's optimiser settings with `--iterations` L-BFGS iterations in all."""
     from ..control.optimise import AugmentedLagrangian
-    from ..control.problems import default_settings
+    from ..control.presets import default_settings
 
     base = default_settings(name, mode)
     if iterations is None:

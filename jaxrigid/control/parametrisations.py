@@ -55,7 +55,7 @@ import numpy as np
 
 from .._checks import Check
 from .._jet import as_float
-from ..controls import AbstractControl
+from ..models.rolling_ball.controls import AbstractControl
 from .bases import (
     BSplineBasis,
     FourierBasis,

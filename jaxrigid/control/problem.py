@@ -10,7 +10,7 @@ of the model note:
 
 Which field holds the coefficients is the one the model declares as its input (`input_field`,
 read by `parametrised_slot`).
-The named problems are in `problems`.
+The named problems are in `presets`.
 """
 
 from __future__ import annotations

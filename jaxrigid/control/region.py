@@ -1,6 +1,6 @@
 """`reach-region`: a family of reaching tasks for feedback policies.
 
-From rest at the origin (the two-circles ball, prescribed rails, `problems.two_circles_start`),
+From rest at the origin (the two-circles ball, prescribed rails, `presets.two_circles_start`),
 reach any target in the disc of radius `ρ = 2` around the start by `T = 5`, the rails starting
 at rest at random phases. A task is drawn as
 
@@ -30,7 +30,7 @@ from .._checks import is_integer
 from .closed_loop import Tasks
 from .costs import FinalPosition
 from .mpc import basis_size
-from .problems import reach_point
+from .presets import reach_point
 
 __all__ = ["HORIZON", "RADIUS", "SPLITS", "reach_region", "sample_tasks"]
 

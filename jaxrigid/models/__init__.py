@@ -28,8 +28,8 @@ from .rigid_body import RigidBodyState as RigidBodyState
 from .rolling_ball import RollingBall as RollingBall
 from .rolling_ball import RollingBallState as RollingBallState
 from .rolling_ball import two_circles_ball as two_circles_ball
-from .rolling_ball_unreduced import RollingBallUnreduced as RollingBallUnreduced
-from .rolling_ball_unreduced import RollingBallUnreducedState as RollingBallUnreducedState
+from .rolling_ball.unreduced import RollingBallUnreduced as RollingBallUnreduced
+from .rolling_ball.unreduced import RollingBallUnreducedState as RollingBallUnreducedState
 from .rolling_disk import RollingDisk as RollingDisk
 from .rolling_disk import RollingDiskState as RollingDiskState
 from .suslov import Suslov as Suslov

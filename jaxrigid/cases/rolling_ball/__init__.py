@@ -26,7 +26,7 @@ per ensemble member. `rolling-disk` and `suslov` report otherwise (their modules
 
 from __future__ import annotations
 
-from ...controls import LinearControl as LinearControl
+from ...models.rolling_ball.controls import LinearControl as LinearControl
 from ..base import ModelPerturbedCase as ModelPerturbedCase
 from . import ball, disk, suslov
 from .ball import perturb_omega as perturb_omega

@@ -15,15 +15,15 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from ...controls import LinearControl, SinusoidControl
 from ...models.rolling_ball import (
     TWO_CIRCLES_T_END,
     RollingBall,
     rolling_ball_state,
     two_circles_ball,
 )
-from ...models.rolling_ball_unreduced import RollingBallUnreduced, RollingBallUnreducedState
-from ...rails import CircleRail, FigureEightRail, SegmentRail
+from ...models.rolling_ball.controls import LinearControl, SinusoidControl
+from ...models.rolling_ball.rails import CircleRail, FigureEightRail, SegmentRail
+from ...models.rolling_ball.unreduced import RollingBallUnreduced, RollingBallUnreducedState
 from ..base import Case, Parameter, builds, ensemble_members, ensemble_noise
 from .common import (
     NOTE,

@@ -9,9 +9,9 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ...controls import SinusoidControl
 from ...models.rolling_ball import RollingBall
-from ...rails import CircleRail
+from ...models.rolling_ball.controls import SinusoidControl
+from ...models.rolling_ball.rails import CircleRail
 from ..base import Parameter
 
 REFERENCE = "Putkaradze & Rogers, Meccanica 53 (2018)"

@@ -1,8 +1,9 @@
-"""The rolling ball actuated by internal point masses on prescribed rail motions (Putkaradze &
-Rogers 2018, (B.8); the model note `docs/rolling-ball-model.md`): the model and its state
-(`model`), its shape and value checks (`checks`), and the two-circles contract ball
-(`two_circles`). The ball's rails are `jaxrigid.rails`, its controls `jaxrigid.controls`; the
-unreduced ball (dynamic masses) is `jaxrigid.models.rolling_ball_unreduced`."""
+"""The rolling ball actuated by internal point masses (Putkaradze & Rogers 2018; the model note
+`docs/rolling-ball-model.md`), all in one place: the reduced ball on prescribed rail motions,
+(B.8), and its state (`model`), its shape and value checks (`checks`), the two-circles contract
+ball (`two_circles`); the unreduced Lagrange–d'Alembert ball, whose masses may be dynamic
+(`unreduced`); the rails the masses move on (`rails`) and their prescribed motions
+(`controls`)."""
 
 from .checks import check_model_shapes as check_model_shapes
 from .checks import check_rolling_ball_state as check_rolling_ball_state

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 
 from ... import _checks
-from ...controls import AbstractControl
-from ...rails import AbstractRail, map_over_sweep, rail_checks
 from ..base import Check, finite, spd3_checks
+from .controls import AbstractControl
+from .rails import AbstractRail, map_over_sweep, rail_checks
 
 __all__ = [
     "check_model_shapes",

@@ -28,11 +28,11 @@ import jax.numpy as jnp
 from ... import _checks, _linalg
 from ..._checks import is_concrete
 from ..._linalg import Vec3
-from ...controls import AbstractControl, ZeroControl
 from ...lie import quaternion
 from ..base import Check, event_ndims, known_zero
 from ..structures import AbstractAttitudeQuaternion, AbstractRollingBall
 from . import checks
+from .controls import AbstractControl, ZeroControl
 
 __all__ = ["RollingBall", "RollingBallState", "rolling_ball_state", "vertical"]
 

@@ -8,9 +8,9 @@ import math
 
 import jax.numpy as jnp
 
-from ...controls import SinusoidControl
-from ...rails import CircleRail
+from .controls import SinusoidControl
 from .model import RollingBall, rolling_ball_state
+from .rails import CircleRail
 
 __all__ = ["TWO_CIRCLES_T_END", "two_circles_ball"]
 

@@ -24,16 +24,16 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..lie import quaternion
-from ..rails import AbstractRail, rail_checks
-from .base import Check, event_ndims, finite, known_zero, spd3_checks
-from .nonholonomic import (
+from ...lie import quaternion
+from ..base import Check, event_ndims, finite, known_zero, spd3_checks
+from ..nonholonomic import (
     LagrangeDAlembertSystem,
     callable_parameter,
     quaternion_angular_velocity,
     quaternion_rate,
 )
-from .structures import AbstractAttitudeQuaternion, AbstractLagrangeDAlembert
+from ..structures import AbstractAttitudeQuaternion, AbstractLagrangeDAlembert
+from .rails import AbstractRail, rail_checks
 
 
 class RollingBallUnreducedState(NamedTuple):

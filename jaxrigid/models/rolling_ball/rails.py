@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import Check, is_concrete
-from ._jet import jet2
+from ..._checks import Check, is_concrete
+from ..._jet import jet2
 
 __all__ = [
     "AbstractRail",

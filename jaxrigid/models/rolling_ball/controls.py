@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import Check
-from ._jet import as_float, jet2
+from ..._checks import Check
+from ..._jet import as_float, jet2
 
 __all__ = [
     "AbstractControl",
