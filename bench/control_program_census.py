@@ -28,6 +28,7 @@ jax.config.update("jax_enable_x64", True)
 from jaxrigid.control.presets import default_settings, get_problem, initial_guesses  # noqa: E402
 
 O = importlib.import_module("jaxrigid.control.optimise")  # the module, not the function
+AL = importlib.import_module("jaxrigid.control.augmented_lagrangian")
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--problem", default="reach-point")
@@ -46,7 +47,7 @@ p, lam, mu, rho, _ = carry
 
 
 def lagrangian(p):
-    f, c, g = O._evaluate(problem, p)
+    f, c, g = AL.evaluate(problem, p)
     phr = jnp.sum(jnp.square(jnp.maximum(mu + rho * g, 0.0)) - mu * mu) / (2 * rho)
     return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
 

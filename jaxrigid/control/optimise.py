@@ -1,33 +1,5 @@
-"""Gradient-based optimisation of control coefficients: an augmented Lagrangian around an
-L-BFGS minimiser (`control.lbfgs`, one evaluation per iteration; or any `optax` method),
-`jax.grad` through the simulation (the model note, "Optimal control").
-
-The problem is `min f(p)` subject to `c(p) = 0` (`p` the coefficients, `c` e.g. the terminal
-miss `x(T)[:2] − x*`). Instead of a fixed trade-off `f + w|c|²`, which leaves a miss of order
-`1/w`, the augmented Lagrangian (Hestenes; Powell; Nocedal & Wright, *Numerical
-Optimization*, 2nd ed., §17.3, Algorithm 17.4)
-
-    L_A(p; λ, ρ) = f(p) + λ·c(p) + (ρ/2)|c(p)|²                                         (AL)
-
-is minimised in `p` for fixed `(λ, ρ)` by `n_inner` iterations of the inner minimiser, then
-
-    λ ← λ + ρ c(p),     ρ ← min(growth·ρ, ρ_max) unless |c| fell below `decrease`·|c_prev|
-
-(the first-order multiplier update, Nocedal & Wright (17.39)); at a solution `λ` is the
-Lagrange multiplier and `c = 0` holds with a moderate `ρ`.
-
-Inequality constraints `g(p) ≤ 0` (an objective returning `(f, c, g)`; e.g. one entry per
-saved time and obstacle) enter in the Powell–Hestenes–Rockafellar form (Rockafellar 1973;
-Nocedal & Wright §17.4, (17.65) with the slack eliminated in closed form; Birgin & Martínez,
-*Practical Augmented Lagrangian Methods*, 2014, (4.8)), one multiplier `μⱼ ≥ 0` each:
-
-    L_A += (1/2ρ) Σⱼ [max(0, μⱼ + ρ gⱼ)² − μⱼ²],     μ ← max(0, μ + ρ g),              (PHR)
-
-C¹ in `p`, exactly the slack form minimised over the slacks `s ≥ 0` in `g + s = 0`. Unlike a
-penalty on the integral of the violation (whose gradient vanishes as the violation does),
-each active `gⱼ` keeps its own multiplier, so an active constraint holds at a finite `ρ`.
-`ρ` grows unless the combined violation `√(|c|² + |max(g, −μ/ρ)|²)` (the complementarity
-measure of Birgin & Martínez (4.9)) fell below `decrease` times its previous value.
+"""Run the augmented-Lagrangian optimiser (`control.augmented_lagrangian`): `optimise` and
+`multi_start`.
 
 Fixed iteration counts (an inner iteration whose gradient norm is below `gtol` leaves the
 iterate unchanged), so everything is pure `jax`: for concrete inputs the outer loop runs on
@@ -42,22 +14,27 @@ program, `lax.scan` over the outer iterations too, the callback called from the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-from jax import lax
 
 from .. import xla_options
-from .._callbacks import host_callback
 from .._checks import is_concrete, real_number
 from .._input_checks import reported_in_outcome
 from ..compilation_cache import ensure_compilation_cache
 from ..program_store import call_filtered
-from . import lbfgs
+from .augmented_lagrangian import AugmentedLagrangian as AugmentedLagrangian
+from .augmented_lagrangian import OptimiseResult as OptimiseResult
+from .augmented_lagrangian import (
+    evaluate,
+    initial_carry,
+    optimise_in_one_program,
+    outer_iteration_ends,
+)
+from .augmented_lagrangian import outer_iteration as outer_iteration
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -67,57 +44,6 @@ __all__ = [
     "multi_start",
     "optimise",
 ]
-
-
-class AugmentedLagrangian(eqx.Module):
-    """Settings of (AL). `n_outer` multiplier updates, `n_inner` iterations of the inner
-    minimiser per update: by default (`inner=None`) `control.lbfgs`, whose iteration is one
-    evaluation of `∇L_A` (its line search is a state of the loop, so the program carries the
-    gradient once); or an `optax` method (`inner=optax.lbfgs()`, whose iterations evaluate
-    as often as its line search needs, ≈ 1.8 times each on `tests/test_control_optimise.py`'s
-    problem); `rho0` the first penalty,
-    multiplied by `growth` (up to `rho_max`) when `|c|` did not fall below `decrease` times
-    its previous value; `gtol`: an inner iteration with `|∇L_A| ≤ gtol` is skipped."""
-
-    n_outer: int = eqx.field(static=True, default=8)
-    n_inner: int = eqx.field(static=True, default=25)
-    rho0: float = eqx.field(static=True, default=10.0)
-    growth: float = eqx.field(static=True, default=10.0)
-    rho_max: float = eqx.field(static=True, default=1e8)
-    decrease: float = eqx.field(static=True, default=0.25)
-    gtol: float = eqx.field(static=True, default=1e-10)
-    inner: Any = eqx.field(static=True, default=None)
-
-    def __check_init__(self):
-        if self.n_outer < 1 or self.n_inner < 1:
-            raise ValueError("AugmentedLagrangian: n_outer and n_inner must be ≥ 1")
-        if not (self.rho0 > 0 and self.growth >= 1 and self.rho_max >= self.rho0):
-            raise ValueError("AugmentedLagrangian: needs rho0 > 0, growth ≥ 1, rho_max ≥ rho0")
-
-
-class OptimiseResult(NamedTuple):
-    """`coefficients` the optimum; `cost` `f` there; `residual` `c` there and
-    `residual_norm` the infeasibility `√(|c|² + |max(g, 0)|²)` (`|c|` without inequalities);
-    `multipliers` `λ`, `penalty` `ρ` (final); `history`: per inner iteration
-    `(n_outer, n_inner)` arrays `lagrangian` (`L_A`), `grad_norm` (`|∇ₚL_A|`), and per outer
-    iteration `cost`, `residual_norm` (`(n_outer,)`, after it); `cost_initial` `f(p₀)`,
-    `residual_norm_initial`; `inequality` `g` at the optimum and `inequality_multipliers`
-    `μ` (`(0,)` for an objective without inequalities); `converged` (bool) whether
-    `residual_norm ≤ tolerance` (`optimise`'s) with a finite `cost`: read it before
-    trusting `coefficients`."""
-
-    coefficients: jax.Array
-    cost: jax.Array
-    residual: jax.Array
-    residual_norm: jax.Array
-    multipliers: jax.Array
-    penalty: jax.Array
-    history: dict
-    cost_initial: jax.Array
-    residual_norm_initial: jax.Array
-    inequality: Any = None
-    inequality_multipliers: Any = None
-    converged: Any = None
 
 
 DEFAULT_TOLERANCE = 1e-3
@@ -140,112 +66,6 @@ def _with_converged(result: OptimiseResult, tolerance: float) -> OptimiseResult:
     return result._replace(converged=ok)
 
 
-def _evaluate(objective, p):
-    """`(f, c, g)`: an objective's `(f, c)` gets an empty `g`."""
-    out = objective(p)
-    if len(out) == 2:
-        f, c = out
-        return f, c, jnp.zeros((0,), f.dtype)
-    return out
-
-
-def _infeasibility(c, g):
-    gp = jnp.maximum(g, 0.0)
-    return jnp.sqrt(jnp.dot(c, c) + jnp.dot(gp, gp))
-
-
-def _initial(objective, p0, settings: AugmentedLagrangian):
-    """The outer loop's first carry `(p, λ, μ, ρ, |c|)` and `f(p₀)`."""
-    f0, c0, g0 = _evaluate(objective, p0)
-    rho0 = jnp.asarray(settings.rho0, p0.dtype)
-    return (p0, jnp.zeros_like(c0), jnp.zeros_like(g0), rho0, _infeasibility(c0, g0)), f0
-
-
-def outer_iteration(objective, settings: AugmentedLagrangian, callback, carry, k):
-    """One multiplier update: `n_inner` iterations on (AL)+(PHR), then λ, μ and ρ."""
-    p, lam, mu, rho, vnorm_prev = carry
-
-    def lagrangian(p):
-        f, c, g = _evaluate(objective, p)
-        phr = jnp.sum(jnp.square(jnp.maximum(mu + rho * g, 0.0)) - mu * mu) / (2 * rho)
-        return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c) + phr
-
-    if settings.inner is None:
-        p, values, gnorms = _inner_lbfgs(lagrangian, p, settings, callback, k)
-    else:
-        p, values, gnorms = _inner_optax(lagrangian, p, settings, callback, k)
-    f, c, g = _evaluate(objective, p)
-    v = jnp.maximum(g, -mu / rho)
-    vnorm = jnp.sqrt(jnp.dot(c, c) + jnp.dot(v, v))
-    lam = lam + rho * c
-    mu = jnp.maximum(mu + rho * g, 0.0)
-    grow = vnorm > settings.decrease * vnorm_prev
-    rho = jnp.where(grow, jnp.minimum(rho * settings.growth, settings.rho_max), rho)
-    return (p, lam, mu, rho, vnorm), (values, gnorms, f, _infeasibility(c, g))
-
-
-def _inner_lbfgs(lagrangian, p, settings, callback, k):
-    """`n_inner` iterations of `lbfgs` (one evaluation of `∇L_A` each); per iteration `L_A`
-    and `|∇L_A|` at the iterate after it. An iterate with `|∇L_A| ≤ gtol` stays."""
-    value_and_grad = jax.value_and_grad(lambda x: lagrangian(jnp.reshape(x, p.shape)))
-
-    def inner(state, j):
-        value, grad = value_and_grad(lbfgs.trial_point(state))
-        new = lbfgs.update(state, value, grad)
-        done = state.started & (
-            (jnp.sqrt(jnp.sum(state.g * state.g)) <= settings.gtol) | ~jnp.isfinite(state.f)
-        )
-        state = lbfgs.where_tree(done, state, new)
-        gnorm = jnp.sqrt(jnp.sum(state.g * state.g))
-        if callback is not None:
-            host_callback(callback, k, j, state.f, gnorm)
-        return state, (state.f, gnorm)
-
-    state, (values, gnorms) = lax.scan(inner, lbfgs.init(p), jnp.arange(settings.n_inner))
-    return jnp.reshape(state.x, p.shape), values, gnorms
-
-
-def _inner_optax(lagrangian, p, settings, callback, k):
-    """`n_inner` iterations of an `optax` method (`settings.inner`); per iteration `L_A` and
-    `|∇L_A|` at the iterate before it."""
-    opt = settings.inner
-    value_and_grad = optax.value_and_grad_from_state(lagrangian)
-
-    def inner(carry, j):
-        p, state = carry
-        value, grad = value_and_grad(p, state=state)
-        gnorm = jnp.sqrt(jnp.sum(grad * grad))
-        updates, new_state = opt.update(grad, state, p, value=value, grad=grad, value_fn=lagrangian)
-        new_p = optax.apply_updates(p, updates)
-        done = (gnorm <= settings.gtol) | ~jnp.isfinite(value)
-        p, state = lbfgs.where_tree(done, (p, state), (new_p, new_state))
-        if callback is not None:
-            host_callback(callback, k, j, value, gnorm)
-        return (p, state), (value, gnorm)
-
-    (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
-    return p, values, gnorms
-
-
-def _final(objective, carry, history, f0, cnorm0):
-    """The result from the last carry and the outer iterations' stacked history."""
-    p, lam, mu, rho, _ = carry
-    values, gnorms, fs, cnorms = history
-    f, c, g = _evaluate(objective, p)
-    history = {"lagrangian": values, "grad_norm": gnorms, "cost": fs, "residual_norm": cnorms}
-    return OptimiseResult(p, f, c, _infeasibility(c, g), lam, rho, history, f0, cnorm0, g, mu)
-
-
-def _optimise(objective, p0, settings: AugmentedLagrangian, callback):
-    """The whole optimisation as one program (`lax.scan` over the outer iterations): for a
-    caller's `jit`, `vmap` or `grad` around `optimise`."""
-    carry, f0 = _initial(objective, p0, settings)
-    cnorm0 = carry[4]
-    outer = lambda carry, k: outer_iteration(objective, settings, callback, carry, k)  # noqa: E731
-    carry, history = lax.scan(outer, carry, jnp.arange(settings.n_outer))
-    return _final(objective, carry, history, f0, cnorm0)
-
-
 def _mapped(fn, batched):
     return jax.vmap(fn) if batched else fn
 
@@ -256,34 +76,46 @@ def _initial_program(objective, p0, settings, batched):
     # objective NaN (reported, not raised): the programs then have no host callback and
     # JAX's persistent cache keeps them; p0 is checked before
     with reported_in_outcome():
-        return _mapped(lambda p: _initial(objective, p, settings), batched)(p0)
+        return _mapped(lambda p: initial_carry(objective, p, settings), batched)(p0)
 
 
 @xla_options.filter_jit
 def _outer_program(objective, settings, carry, k, batched):
     with reported_in_outcome():
-        return _mapped(lambda c: outer_iteration(objective, settings, None, c, k), batched)(carry)
+        outer = lambda c: outer_iteration_ends(objective, settings, None, c, k, start_at_first=True)  # noqa: E731
+        return _mapped(outer, batched)(carry)
 
 
-@xla_options.filter_jit
-def _final_program(objective, carry, history, f0, cnorm0, batched):
-    axis = 1 if batched else 0  # scan's layout: (K, n_outer, ...) under multi_start
-    history = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs, axis=axis), *history)
-    with reported_in_outcome():
-        return _mapped(lambda *a: _final(objective, *a), batched)(carry, history, f0, cnorm0)
+def _first_carry(objective, p0, settings, batched):
+    """The first carry without a program (its `|c|` is taken at `k = 0`, `outer_iteration_ends`):
+    `(p₀, λ = 0, μ = 0, ρ₀, NaN)`, shapes from `jax.eval_shape` of the objective."""
+    _, c, g = jax.eval_shape(lambda p: evaluate(objective, p), p0[0] if batched else p0)
+    lead = p0.shape[:1] if batched else ()
+    rho0, vnorm = np.full(lead, settings.rho0, p0.dtype), np.full(lead, np.nan, c.dtype)
+    return p0, np.zeros(lead + c.shape, c.dtype), np.zeros(lead + g.shape, g.dtype), rho0, vnorm
 
 
 def _host_driven(objective, p0, settings, callback, batched):
     """Concrete inputs: the outer loop runs on the host, one compiled program per outer
     iteration (the same program each time), and `callback` is called from the host after
     each with that iteration's inner values. No program carries a host callback, so JAX's
-    persistent cache keeps all three (a progress bar in the program made it uncacheable)."""
-    carry, f0 = call_filtered(_initial_program, objective, p0, settings, batched)
-    cnorm0 = carry[4]
+    persistent cache keeps it (a progress bar in the program made it uncacheable). The
+    default inner minimiser needs no other program: `f(p₀)` and `|c(p₀)|` come from its
+    first evaluation, the result from the last iteration's (an `optax` one starts with
+    `_initial_program`)."""
+    if settings.inner is None:
+        carry, f0, cnorm0 = _first_carry(objective, p0, settings, batched), None, None
+    else:
+        carry, f0 = call_filtered(_initial_program, objective, p0, settings, batched)
+        cnorm0 = carry[4]
     history = []
     for k in range(settings.n_outer):
         k_ = jnp.asarray(k, jnp.int32)  # `k` itself stays an int for the callback
-        carry, out = call_filtered(_outer_program, objective, settings, carry, k_, batched)
+        carry, out, start, end = call_filtered(
+            _outer_program, objective, settings, carry, k_, batched
+        )
+        if f0 is None:
+            f0, cnorm0 = start
         history.append(out)
         if callback is not None:
             values, gnorms = np.asarray(out[0]), np.asarray(out[1])
@@ -292,7 +124,12 @@ def _host_driven(objective, p0, settings, callback, batched):
                 # the program's callback under `vmap`
                 kj = (np.full(p0.shape[0], k), np.full(p0.shape[0], j)) if batched else (k, j)
                 callback(*kj, values[..., j], gnorms[..., j])
-    return call_filtered(_final_program, objective, carry, tuple(history), f0, cnorm0, batched)
+    axis = 1 if batched else 0  # scan's layout: (K, n_outer, ...) under multi_start
+    values, gnorms, fs, cnorms = (np.stack(xs, axis=axis) for xs in zip(*history))
+    p, lam, mu, rho, _ = carry
+    (c, g), cnorm = end, cnorms[..., -1]  # the last iteration's: at `p`
+    history_ = {"lagrangian": values, "grad_norm": gnorms, "cost": fs, "residual_norm": cnorms}
+    return OptimiseResult(p, out[2], c, cnorm, lam, rho, history_, f0, cnorm0, g, mu)
 
 
 def _check_p0(objective, p0):
@@ -318,8 +155,8 @@ def optimise(
     `objective(p) -> (f (), c (k,))` or `(f, c, g (m,))`, a pure function (an
     `equinox.Module`, e.g. a `ControlProblem`, so that its arrays are traced, not baked
     in); `p0` an array (any shape, e.g. `(M, n)` coefficients). Compiled
-    (`equinox.filter_jit`: for concrete inputs three programs, the start, one outer
-    iteration and the end; one under a caller's trace); returns an `OptimiseResult`, whose
+    (`equinox.filter_jit`: for concrete inputs one program, an outer iteration run
+    `n_outer` times from the host; one under a caller's trace); returns an `OptimiseResult`, whose
     `converged` says whether `|c|` (with the inequalities' violation) ended within
     `tolerance` (default: the objective's `tolerance` attribute, e.g. a `ControlProblem`'s,
     else `DEFAULT_TOLERANCE`). NaN or inf in `p0` raises `ValueError` (concrete `p0`).
@@ -341,7 +178,7 @@ def optimise(
 @eqx.filter_jit
 def _jitted(objective, p0, settings, callback):
     with reported_in_outcome():  # as in `_initial_program`
-        return _optimise(objective, p0, settings, callback)
+        return optimise_in_one_program(objective, p0, settings, callback)
 
 
 class MultiStartResult(NamedTuple):
@@ -397,4 +234,4 @@ def multi_start(
 @eqx.filter_jit
 def _multi(objective, p0s, settings, callback):
     with reported_in_outcome():  # as in `_jitted`
-        return jax.vmap(lambda p: _optimise(objective, p, settings, callback))(p0s)
+        return jax.vmap(lambda p: optimise_in_one_program(objective, p, settings, callback))(p0s)
