@@ -6,6 +6,9 @@
   the same energy computed by each form's own Hamiltonian (independent code paths).
 - The command runs both forms with `energy` among the JSON invariants, lengthens the chain with
   `--set n_bodies`, and runs ensembles; a sweep holds the structural `n_bodies` fixed.
+- The held boundary kinds (c1-c1, c1-c2, c1-c3) are data: their models have one pytree
+  structure and one compiled program, and stack into one `vmap`; `ChainBoundary.kind` reads
+  the kind back from concrete arrays and refuses traced or mixed ones.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxrigid as jr
 from jaxrigid.cases import get_case
 from jaxrigid.integrators import METHODS_BY_FAMILY
+from jaxrigid.models.chain_boundary import BOUNDARY_KINDS, ChainBoundary
 from jaxrigid.models.chain_quaternion import QuaternionChain
 from jaxrigid.models.particle_chain import quaternion_matrix
 
@@ -65,6 +70,81 @@ def test_boundary_values():
     d = np.array([case.resolve()[k] for k in ("d1", "d2", "d3")])
     n = int(case.resolve()["n_bodies"])
     np.testing.assert_allclose(qstate.r[-1], [2.0 * n, 0, 0] + d, rtol=0, atol=1e-15)
+
+
+def _avals(tree):
+    return [
+        (jnp.shape(x), jnp.result_type(x), getattr(x, "weak_type", False))
+        for x in jax.tree.leaves(tree)
+    ]
+
+
+@pytest.mark.parametrize("method", ["rattle", "gauss6"])
+def test_held_kinds_share_one_program(method):
+    """The three cases' models (and states) of one form have one pytree structure and the same
+    array types, so a `jit` traces them once; `simulate` builds its program for the first kind
+    only (its runners' cache grows by nothing for the second and third); the free chain (a
+    static difference: it keeps its momenta) is another structure. Stacked, the three models
+    `vmap` as one, each member with its own masks."""
+    integrator = METHODS_BY_FAMILY["chain"][method]()
+    built = [get_case(name).build_for(integrator)(get_case(name).resolve()) for name in NAMES]
+    assert len({jax.tree.structure(b) for b in built}) == 1
+    assert all(_avals(b) == _avals(built[0]) for b in built)
+    model, _ = built[0]
+    free = type(model)(model.chain, ChainBoundary("free"))
+    assert jax.tree.structure(free) != jax.tree.structure(model)
+
+    traces = []
+
+    @jax.jit
+    def forces(model, state):
+        traces.append(None)
+        tm, rm = model.masks(state.r.shape[-2], state.r.dtype)
+        return tm, rm, model.energy(state)
+
+    for m, s in built:
+        forces(m, s)
+    assert len(traces) == 1
+
+    if method == "rattle":  # one step each: the runner of the first kind serves the others
+        from jaxrigid import _run_program
+
+        def programs():
+            return sum(f._cache_size() for f in _run_program._RUNNERS.values())
+
+        m, s = built[0]
+        jr.simulate(integrator, m, s, 1e-3, 1)
+        first = programs()
+        for m, s in built[1:]:
+            jr.simulate(integrator, m, s, 1e-3, 1)
+        assert programs() == first
+
+    models, states = (jax.tree.map(lambda *x: jnp.stack(x), *parts) for parts in zip(*built))
+    n = states.r.shape[-2]
+    tm, rm = jax.vmap(lambda m: m.masks(n, jnp.float64))(models)
+    for i, (m, _) in enumerate(built):
+        np.testing.assert_array_equal(tm[i], m.boundary.translation_mask(n))
+        np.testing.assert_array_equal(rm[i], m.boundary.rotation_mask(n))
+
+
+def test_boundary_kind_read_back_and_refusals():
+    """`kind` is each kind's (also for a batch of forces); traced or mixed (stacked kinds) it
+    is refused with a message that says why; the construction refusals are kept."""
+    for kind in BOUNDARY_KINDS:
+        assert ChainBoundary(kind).kind == kind
+    assert ChainBoundary(kind="c1-c2", force=jnp.ones((4, 3))).kind == "c1-c2"
+    assert ChainBoundary("c1-c2", jnp.ones((4, 3))).translation_ends.shape == (4, 2)
+    with pytest.raises(ValueError, match="only from concrete arrays"):
+        jax.jit(lambda b: b.kind)(ChainBoundary("c1-c3"))
+    mixed = jax.tree.map(lambda *x: jnp.stack(x), *(ChainBoundary(k) for k in BOUNDARY_KINDS[:3]))
+    with pytest.raises(ValueError, match="its members hold c1-c1; c1-c2; c1-c3"):
+        mixed.kind
+    with pytest.raises(ValueError, match="unknown chain boundary 'c2'"):
+        ChainBoundary("c2")
+    with pytest.raises(ValueError, match=r"must have shape \(\.\.\., 3\), got \(2,\)"):
+        ChainBoundary("c1-c2", jnp.ones(2))
+    with pytest.raises(ValueError, match="needs kind 'c1-c2', not 'c1-c3'"):
+        ChainBoundary("c1-c3", jnp.ones(3))
 
 
 def _cli(*args):

@@ -52,6 +52,13 @@ _HELD = {
 }
 
 
+def _holds(boundary: ChainBoundary) -> str:
+    """What `boundary` holds, for a message: by its kind where it can be read (concrete), else
+    in general (a boundary traced by a caller's `jit` or `vmap`)."""
+    kind = boundary.known_kind()
+    return f"{kind!r} holds {_HELD[kind]}" if kind else "holds the bodies its masks mark as held"
+
+
 class RigidBodyChain(AbstractConstrainedBodies):
     """The chain of §3.2 in rotation-matrix form.
 
@@ -241,8 +248,8 @@ class RigidBodyChain(AbstractConstrainedBodies):
         checks += [
             Check(
                 unflat(held),
-                f"boundary {self.boundary.kind!r} holds {_HELD[self.boundary.kind]}: a held "
-                "body's momentum must be zero (the first such body with a nonzero one quoted)",
+                f"boundary {_holds(self.boundary)}: a held body's momentum must be zero (the "
+                "first such body with a nonzero one quoted)",
                 unflat(first_held),
             ),
             Check(
@@ -291,8 +298,8 @@ def from_velocities(chain: ParticleChain, boundary: ChainBoundary, r, R, v, omeg
     `R (..., N+2, 3, 3)`, `omega_body (..., N+2, 3)`."""
     r, R, v, omega_body = (jnp.asarray(x) for x in (r, R, v, omega_body))
     n = r.shape[-2]
-    tm = jnp.broadcast_to(boundary.translation_mask(n, r.dtype)[:, None], v.shape)
-    rm = jnp.broadcast_to(boundary.rotation_mask(n, r.dtype)[:, None, None], R.shape)
+    tm = jnp.broadcast_to(boundary.translation_mask(n, r.dtype)[..., None], v.shape)
+    rm = jnp.broadcast_to(boundary.rotation_mask(n, r.dtype)[..., None, None], R.shape)
     p = jnp.where(tm > 0, chain.body.mass * v, 0)
     Rdot = jnp.einsum("...ab,...bc->...ac", R, so3.hat(omega_body))
     P = jnp.where(rm > 0, jnp.einsum("...ab,bc->...ac", Rdot, chain.body.J), 0)

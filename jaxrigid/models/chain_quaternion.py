@@ -270,8 +270,8 @@ class QuaternionChain(AbstractCanonicalChain):
         qg = jnp.abs(jnp.sum(q * g, axis=-1))
         qg_rel = jnp.max(qg - tol * jnp.linalg.norm(g, axis=-1), axis=-1)
         tmask, rmask = self.masks(n, q.dtype)
-        held_p = jnp.any(jnp.broadcast_to(tmask[:, None] == 0, p.shape) & (p != 0), axis=(-2, -1))
-        held_g = jnp.any(jnp.broadcast_to(rmask[:, None] == 0, g.shape) & (g != 0), axis=(-2, -1))
+        held_p = jnp.any(jnp.broadcast_to(tmask[..., None] == 0, p.shape) & (p != 0), axis=(-2, -1))
+        held_g = jnp.any(jnp.broadcast_to(rmask[..., None] == 0, g.shape) & (g != 0), axis=(-2, -1))
         checks = [
             Check(~ok, "quaternion chain state contains NaN or inf"),
             Check(
@@ -287,8 +287,8 @@ class QuaternionChain(AbstractCanonicalChain):
             ),
             Check(
                 ok & (held_p | held_g),
-                f"the {self.boundary.kind} boundary holds a body whose momentum p or g is not "
-                "zero (a clamped body must not move)",
+                f"the {self.boundary.known_kind() or 'chain'} boundary holds a body whose "
+                "momentum p or g is not zero (a clamped body must not move)",
             ),
         ]
         return checks + self._configuration_checks(r, q, ok)
@@ -337,8 +337,8 @@ def from_velocities(
     qdot = 0.5 * quat.multiply(q, w)
     g = mass_matrix_apply(chain.body.principal_moments.astype(q.dtype), q, qdot)
     p = chain.body.mass.astype(v.dtype) * v
-    p = jnp.broadcast_to(tmask[:, None], p.shape) * p
-    return ChainQuaternionState(r, p, q, jnp.broadcast_to(rmask[:, None], g.shape) * g)
+    p = jnp.broadcast_to(tmask[..., None], p.shape) * p
+    return ChainQuaternionState(r, p, q, jnp.broadcast_to(rmask[..., None], g.shape) * g)
 
 
 def check_state(model: QuaternionChain, state: ChainQuaternionState) -> None:
