@@ -278,18 +278,30 @@ _GRADIENTS = {}
 
 
 def _value_and_grad(dtype=jnp.float64):
-    """`(problem, p, f(p), ∇f(p))` for the RKMK4 composite, compiled once per dtype (the
-    gradient and float32 tests share it)."""
+    """`(problem, p, f(p), ∇f(p), parts)` for the RKMK4 composite, compiled once per dtype
+    (the gradient and float32 tests share it). `f` is `problem(p)[0]` written out as
+    `problem.__call__` computes it, `evaluate(trajectory(p), p)`, so that the cost's `parts`
+    on the same trajectory come out of the gradient's program: an eager trajectory and its
+    parts were a program and some 70 eager operations more to build (issue 31)."""
     if dtype not in _GRADIENTS:
         problem = _composite(RKMK4(), dtype=dtype)
         p = _guess(problem.coefficient_shape).astype(dtype)
-        value, grad = jax.jit(jax.value_and_grad(lambda p: problem(p)[0]))(p)
-        _GRADIENTS[dtype] = problem, p, value, grad
+
+        def loss(p):
+            trajectory = problem.trajectory(p)
+            parts = problem.cost.parts(trajectory, problem.control.with_coefficients(p))
+            return problem.evaluate(trajectory, p)[0], parts
+
+        (value, parts), grad = jax.jit(jax.value_and_grad(loss, has_aux=True))(p)
+        _GRADIENTS[dtype] = problem, p, value, grad, parts
     return _GRADIENTS[dtype]
 
 
-def _check_gradient(problem, p, value, grad, label):
-    parts = problem.cost.parts(problem.trajectory(p), problem.control.with_coefficients(p))
+def _check_gradient(problem, p, value, grad, label, parts=None):
+    """Every cost term active at `p` (`parts`, else computed eagerly) and `grad` = the central
+    differences of `problem(p)[0]` to 1e-6 relative to its largest entry."""
+    if parts is None:
+        parts = problem.cost.parts(problem.trajectory(p), problem.control.with_coefficients(p))
     assert all(v > 0 for v in parts.values()), parts  # every term contributes
     rel = central_difference_error(lambda p: problem(p)[0], p, grad, h=1e-5)
     print(f"{label}: f = {float(value):.6g}, max|grad − FD|/max|grad| = {rel:.2e}")
@@ -304,7 +316,8 @@ def test_gradient_equals_central_differences_rkmk4():
     1e-6; the squared hinges are C¹ with Lipschitz gradients, so a difference across a
     kink errs by O(h²) times the jump of the second derivative. T = 5 at dt = 0.1.
     Measured 1.9e-10."""
-    _check_gradient(*_value_and_grad(), "RKMK4")
+    problem, p, value, grad, parts = _value_and_grad()
+    _check_gradient(problem, p, value, grad, "RKMK4", parts)
 
 
 @pytest.mark.slow
@@ -323,8 +336,8 @@ def test_float32_gradient_matches_float64():
     float32, and within 1e-3 of float64's (relative, max norm). Expected error: round-off
     accumulated over 50 RKMK4 steps, the saddle solves and the reverse pass (measured
     9.1e-7); 1e-3 is the issue's bound."""
-    _, _, _, g64 = _value_and_grad(jnp.float64)
-    _, _, v32, g32 = _value_and_grad(jnp.float32)
+    _, _, _, g64, _ = _value_and_grad(jnp.float64)
+    _, _, v32, g32, _ = _value_and_grad(jnp.float32)
     assert g32.dtype == jnp.float32 and v32.dtype == jnp.float32
     g32, g64 = np.asarray(g32), np.asarray(g64)  # numpy on the host: no eager programs
     assert np.all(np.isfinite(g32))
