@@ -73,7 +73,7 @@ def test_the_file_is_keyed_by_key_shapes_and_source(tmp_path, fresh, monkeypatch
     model4, state4 = _ensemble(4)
     with program_store.stored_programs("a", tmp_path):
         _run(state4, model4)
-    assert len(list(tmp_path.glob("*.program"))) == 1
+    assert len(list(tmp_path.glob("*.program"))) == 3
     monkeypatch.setattr(program_store, "source_digest", lambda: "edited source")
     with program_store.stored_programs("a", tmp_path):
         _run(state0, model)
