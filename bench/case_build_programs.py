@@ -38,6 +38,5 @@ for name in sys.argv[1:] or list(CASES):
     compiled.clear()
     t = time.perf_counter()
     case.build(case.resolve())
-    print(
-        f"{time.perf_counter() - t:6.2f} s {compiled['n']:4d} programs {compiled['s']:5.2f} s  {name}"
-    )
+    seconds = time.perf_counter() - t
+    print(f"{seconds:6.2f} s {compiled['n']:4d} programs {compiled['s']:5.2f} s  {name}")
