@@ -199,24 +199,25 @@ def primal_values(tree):
 _PROGRAMS: dict = {}
 
 
-def raise_compiled(make_checks, *args) -> None:
+def raise_compiled(make_checks, *args, **static) -> None:
     """Concrete `args`: raise `InvalidValueError` for the first failed check of
-    `make_checks(*args)` (a module-level function returning `Check`s). One compiled program
-    for the arguments' structure and types computes whether each check failed; only when
-    one did are the checks reduced again op by op (`raise_now`) to name the member: the
-    reduction (first member, count, value) would triple the program's compile time."""
+    `make_checks(*args, **static)` (a module-level function returning `Check`s; `static`
+    hashable settings, part of the program's key). One compiled program for the arguments'
+    structure and types computes whether each check failed; only when one did are the
+    checks reduced again op by op (`raise_now`) to name the member: the reduction (first
+    member, count, value) would triple the program's compile time."""
     leaves, treedef = jax.tree_util.tree_flatten(args)
-    key = (make_checks, treedef, tuple(jax.typeof(x) for x in leaves))
+    key = (make_checks, tuple(sorted(static.items())), treedef, tuple(map(jax.typeof, leaves)))
     if key not in _PROGRAMS:
 
         def program(*args):
-            flags = [jnp.any(jnp.asarray(c.bad)) for c in make_checks(*args)]
+            flags = [jnp.any(jnp.asarray(c.bad)) for c in make_checks(*args, **static)]
             return jnp.stack(flags) if flags else jnp.zeros((0,), bool)
 
         _PROGRAMS[key] = jax.jit(program)
     failed = np.asarray(_PROGRAMS[key](*args))
     if failed.any():
-        checks = list(make_checks(*args))
+        checks = list(make_checks(*args, **static))
         raise_now(checks)
         # a value at a check's threshold, rounded one way compiled and the other op by op
         raise InvalidValueError(checks[int(np.argmax(failed))].message)
@@ -232,7 +233,7 @@ def model_state_checks(model, state) -> list:
     return model.state_checks(state)
 
 
-def raise_at_once(make_checks, *args) -> None:
+def raise_at_once(make_checks, *args, **static) -> None:
     """Concrete `args` at construction: `raise_compiled`, one program rather than one per
     operation (a rolling ball's checks were about 40 small programs to build in every new
     process), evaluated at once also inside a caller's trace."""
@@ -240,7 +241,7 @@ def raise_at_once(make_checks, *args) -> None:
     # which also folds the program's own constants op by op while it is traced (a compiled
     # program per operation: 7 for a director state's checks).
     with _eval_context():
-        raise_compiled(make_checks, *args)
+        raise_compiled(make_checks, *args, **static)
 
 
 def raise_now(checks) -> None:
