@@ -246,12 +246,12 @@ def _potential_loss(method, p, dt, Pi0):
 _potential_loss_gradient = jax.jit(jax.grad(_potential_loss, argnums=(1, 2, 3)), static_argnums=0)
 
 
-def test_composition_derivatives_are_the_scanned_stages_derivatives():
-    """The fused composition runs its stages unrolled and differentiates them as a scan (a
-    custom JVP: the unrolled reverse pass took > 12 min to compile). Its gradient with
-    respect to a potential parameter, `dt` and `Π₀` under `jit`, and a forward-mode `jvp`
-    under `vmap`, equal the generic stage-by-stage composition's (another code path, with no
-    custom rule) to round-off: the loss is O(1), bound 1e-10 relative to the gradient."""
+def test_fused_composition_differentiates_as_the_generic_one():
+    """The fused composition (kicks merged at the stage boundaries, a scan of its stages)
+    differentiates as the generic stage-by-stage composition (another code path: LP-split
+    steps one after the other): its gradient with respect to a potential parameter, `dt` and
+    `Π₀` under `jit`, and a forward-mode `jvp` under `vmap`, equal the generic one's to
+    round-off: the loss is O(1), bound 1e-10 relative to the gradient."""
     from jaxrigid.integrators.composition import AbstractComposition, composition_class
 
     fused = compose(LiePoissonSplitting(), "yoshida6")
@@ -342,11 +342,11 @@ def test_compensation_lowers_the_round_off_floor_against_the_exact_free_body():
 
 
 def test_compensated_composition_differentiates_as_the_plain_one():
-    """The compensated fused composition under `jit(grad)` (through its scanned stages' custom
-    JVP) with respect to a potential parameter, `dt` and Π₀: the compensated sums are the same
-    map to round-off and TwoSum's error term has zero derivative, so the gradient is the plain
-    composition's to round-off (bound 1e-9 relative: 50 steps of 8 stages, O(1) loss). The
-    plain gradient is the one the test above compiled (`_potential_loss_gradient`)."""
+    """The compensated fused composition under `jit(grad)` with respect to a potential
+    parameter, `dt` and Π₀: the compensated sums are the same map to round-off and TwoSum's
+    error term has zero derivative, so the gradient is the plain composition's to round-off
+    (bound 1e-9 relative: 50 steps of 8 stages, O(1) loss). The plain gradient is the one
+    the test above compiled (`_potential_loss_gradient`)."""
     _, state0 = _coulomb_wall()
     args = (1.0, 0.05, state0.Pi)
     grads = [

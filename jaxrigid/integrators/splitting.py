@@ -42,7 +42,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -161,12 +160,11 @@ def _kick_fractions(fractions):
     return 0.5 * float(gammas[0]), 0.5 * (gammas + np.append(gammas[1:], 0.0))
 
 
-def _composed_steps(fractions, model, state, t, dt, unrolled, error=None):
+def _composed_steps(fractions, model, state, t, dt, error=None):
     """The stages of a composition of LP-split steps with the boundary kicks merged:
     `V(½γ₁h) F(γ₁h) V(½(γ₁+γ₂)h) F(γ₂h) … F(γ_m h) V(½γ_m h)`, `F` the free flow (one step:
-    `fractions = (1,)`). `unrolled`: the stages as straight-line code, else a `lax.scan` over
-    them (one stage compiled). `error`: None, or the state's rounding error (a
-    `RigidBodyState`) to compensate with. Returns `(state, error)`."""
+    `fractions = (1,)`). `error`: None, or the state's rounding error (a `RigidBodyState`) to
+    compensate with. Returns `(state, error)`."""
     R, Pi = state
     eR, ePi = (None, None) if error is None else error
     moments = jnp.diagonal(model.inertia, axis1=-2, axis2=-1)
@@ -186,53 +184,24 @@ def _composed_steps(fractions, model, state, t, dt, unrolled, error=None):
             Pi, ePi = _kick(Pi, kick * dt * model.body_torque(t, R, Pi), ePi)
         return (R, Pi, t, eR, ePi), None
 
+    # The stages are a scan, one stage compiled, whatever their number: as fast to run on the
+    # CPU as straight-line stages (which XLA fuses across) and 4-5x quicker to build, their
+    # derivatives included (bench/README.md, `lp_composition_stages.py`)
     xs = (jnp.asarray(fractions, dtype), jnp.asarray(after, dtype))
-    carry, _ = lax.scan(stage, (R, Pi, t, eR, ePi), xs, unroll=len(fractions) if unrolled else 1)
+    carry, _ = lax.scan(stage, (R, Pi, t, eR, ePi), xs, unroll=len(fractions) == 1)
     R, Pi, _, eR, ePi = carry
     return RigidBodyState(R, Pi), None if error is None else RigidBodyState(eR, ePi)
-
-
-def _none(x):
-    return x is None
-
-
-@eqx.filter_custom_jvp
-def _composed_steps_fast(model, state, error, t, dt, *, fractions):
-    """`_composed_steps` with the stages unrolled, whose derivatives are the scanned form's.
-
-    On the CPU the unrolled stages run several times faster than the scan (XLA fuses across
-    the stages), but the reverse pass of the unrolled Kahan–Li 8 did not compile in any
-    practical time, where the scan's compiles in seconds (bench/README.md,
-    `lp_composition_stages.py`). The
-    two forms are one function to round-off, so the derivative rule differentiates the scan."""
-    return _composed_steps(fractions, model, state, t, dt, True, error)
-
-
-@_composed_steps_fast.def_jvp
-def _composed_steps_fast_jvp(primals, tangents, *, fractions):
-    # only the differentiated leaves (tangent not None) are inputs of the `jvp`; the rest
-    # (callables, integers, undifferentiated arrays) are closed over
-    live = jax.tree.map(lambda d, p: None if d is None else p, tangents, primals, is_leaf=_none)
-    rest = jax.tree.map(lambda d, p: p if d is None else None, tangents, primals, is_leaf=_none)
-
-    def scanned(live):
-        args = eqx.combine(live, rest, is_leaf=_none)
-        model, state, error, t, dt = args
-        return _composed_steps(fractions, model, state, t, dt, False, error)
-
-    return jax.jvp(scanned, (live,), (tangents,))
 
 
 class LiePoissonComposition(AbstractComposition):
     """A composition of `LP-split` steps (`compose(LiePoissonSplitting(), scheme)`) with each
     stage's last kick and the next stage's first merged into one (the kicks meet at one
     `(t, R)`, and the torque of a potential does not depend on `Π`): `m + 1` torques a step
-    instead of `2m`, the same method to round-off (GNI §V.3.1, "first same as last"). The
-    stages run unrolled, their derivatives through a scan (`_composed_steps_fast`)."""
+    instead of `2m`, the same method to round-off (GNI §V.3.1, "first same as last")."""
 
     def step(self, model, state, solver_state, t, dt):
         error = solver_state if self.compensated else None
-        state1, error = _composed_steps_fast(model, state, error, t, dt, fractions=self.fractions)
+        state1, error = _composed_steps(self.fractions, model, state, t, dt, error)
         return state1, error, _info(model, state1.Pi.dtype)
 
 
@@ -278,5 +247,5 @@ class LiePoissonSplitting(AbstractIntegrator):
 
     def step(self, model, state, solver_state, t, dt):
         error = solver_state if self.compensated else None
-        state1, error = _composed_steps((1.0,), model, state, t, dt, True, error)
+        state1, error = _composed_steps((1.0,), model, state, t, dt, error)
         return state1, error, _info(model, state1.Pi.dtype)
