@@ -1,5 +1,5 @@
-"""LP-split's compositions: the fused form (kicks merged at the stage boundaries, stages
-unrolled, derivatives through a scan; design note 24) against the generic stage-by-stage
+"""LP-split's compositions: the fused form (kicks merged at the stage boundaries, its stages
+a scan; design note 24) against the generic stage-by-stage
 composition (a `lax.scan` over the LP-split steps), issue 17.
 
 On the Coulomb wall (a potential: kicks between the stages), for each scheme and ensemble
