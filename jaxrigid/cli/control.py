@@ -273,12 +273,17 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
     # XLA's quick builds (`xla_options`): the optimiser's iteration, called `n_outer` times,
     # with the cheaper fusion emitter; the two runs below, each run once, cheapest of all
     progress = OptimiserProgress(settings, starts=starts, desc=name, file=sys.stderr)
+
+    def report(*args):  # the optimiser's program is built: the runs' build may start
+        prebuild.start()
+        progress(*args)
+
     with progress, quick_build("repeated"):
         if starts == 1:
-            res = optimise(problem, p0s[0], settings, callback=progress)
+            res = optimise(problem, p0s[0], settings, callback=report)
             spread = None
         else:
-            ms = multi_start(problem, p0s, settings, tolerance=problem.tolerance, callback=progress)
+            ms = multi_start(problem, p0s, settings, tolerance=problem.tolerance, callback=report)
             res, spread = ms.best, {k: np.asarray(v) for k, v in ms.spread.items()}
             spread["best_index"] = int(ms.best_index)
         res = jax.block_until_ready(res)

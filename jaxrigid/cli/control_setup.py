@@ -19,6 +19,7 @@ __all__ = [
     "dense",
     "method",
     "methods",
+    "Prebuild",
     "prebuild",
     "problem_name",
     "resimulation_method",
@@ -116,23 +117,45 @@ def dense(problem, p, integrator=None, refine: int = 1):
     )
 
 
-def prebuild(problem, p0, runs) -> threading.Thread:
-    """Build the programs of `dense`'s `runs` (`(integrator, refine)` pairs) in a thread,
-    by running them once on the initial coefficients `p0` (same shapes and settings as the
-    optimum's: the same programs), while the optimiser builds and runs its own: XLA compiles
-    outside Python's lock, so on two or more cores the builds overlap. The thread runs in a
+class Prebuild:
+    """The programs of `dense`'s `runs` (`(integrator, refine)` pairs), built in a thread by
+    running them once on the initial coefficients `p0` (same shapes and settings as the
+    optimum's: the same programs) while the optimiser runs. `start()` (idempotent) starts the
+    thread; `join()` starts it if it has not started and waits for it. The thread runs in a
     copy of the caller's context (its `stored_programs` and `quick_build`); a failure there
-    is left for the later call to meet and report."""
+    is left for the later call to meet and report.
 
-    def build():
-        try:
-            with quick_build():
-                for integrator, refine in runs:
-                    dense(problem, p0, integrator, refine)
-        except Exception:  # noqa: BLE001 - the same call on the optimum raises it again
-            pass
+    The command starts it once the optimiser's program is built (its first progress
+    report), not before: tracing holds Python's lock, so a thread tracing beside the
+    optimiser's trace only delays it, while XLA compiles and runs outside the lock and the
+    thread's work overlaps them on two or more cores (bench/README.md,
+    "`jaxrigid control`: when the optimum's runs are built")."""
 
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(build,), daemon=True)
-    thread.start()
-    return thread
+    def __init__(self, problem, p0, runs):
+        def build():
+            try:
+                with quick_build():
+                    for integrator, refine in runs:
+                        dense(problem, p0, integrator, refine)
+            except Exception:  # noqa: BLE001 - the same call on the optimum raises it again
+                pass
+
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(build,), daemon=True)
+        self._lock = threading.Lock()
+        self._started = False
+
+    def start(self) -> None:
+        with self._lock:
+            if not self._started:
+                self._started = True
+                self._thread.start()
+
+    def join(self) -> None:
+        self.start()
+        self._thread.join()
+
+
+def prebuild(problem, p0, runs) -> Prebuild:
+    """A `Prebuild` of `runs` from `p0`, not started."""
+    return Prebuild(problem, p0, runs)
