@@ -216,8 +216,8 @@ def test_policy_file_round_trip(tmp_path):
 
 
 def test_policy_file_errors(tmp_path):
-    """Not a policy file, a damaged header, truncated arrays, arrays of another structure:
-    `ValueError` naming the file and the fault."""
+    """Not a policy file, a damaged header, truncated arrays, arrays of another structure, a
+    kind no class answers to: `ValueError` naming the file and the fault."""
     mlp, _ = _policies()
     good = save_policy(tmp_path / "p.eqx", mlp).read_bytes()
     cases = {
@@ -232,6 +232,11 @@ def test_policy_file_errors(tmp_path):
     cases["sizes.eqx"] = (
         MAGIC + json.dumps(header).encode() + b"\n" + rest,
         "its arrays do not match the header",
+    )
+    header["kind"] = "TreePolicy"
+    cases["kind.eqx"] = (
+        MAGIC + json.dumps(header).encode() + b"\n" + rest,
+        "unknown policy kind 'TreePolicy' \\(MLPPolicy or LinearFeedback\\)",
     )
     for name, (data, message) in cases.items():
         path = tmp_path / name

@@ -28,12 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models.chain_boundary import ChainBoundary
-from ..models.chain_matrix import ChainMatrixState, RigidBodyChain
+from ..models.chain_matrix import RigidBodyChain
 from ..models.chain_matrix import from_velocities as matrix_from_velocities
 from ..models.chain_quaternion import QuaternionChain
 from ..models.chain_quaternion import from_velocities as quaternion_from_velocities
 from ..models.particle_body import tetrahedron
-from ..models.particle_chain import LennardJones, ParticleChain, quaternion_matrix
+from ..models.particle_chain import LennardJones, ParticleChain
 from .base import Case, Parameter, builds, ensemble_members, member_noise
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), §3.5"
@@ -122,16 +122,8 @@ def perturb(state, rng, spread, n):
     """`n` members: every momentum of member k scaled by `1 + spread·N(0, 1)` (member 0
     unperturbed). A common factor keeps the held momenta zero, `P` tangent and `qᵀg = 0`."""
     s = jnp.asarray(1.0 + spread * member_noise(rng, n))  # member 0's factor exactly 1
-    if isinstance(state, ChainMatrixState):
-        P = s[:, None, None, None] * state.P
-        return ensemble_members(state, n, p=s[:, None, None] * state.p, P=P)
-    return ensemble_members(state, n, p=s[:, None, None] * state.p, g=s[:, None, None] * state.g)
-
-
-def _attitudes(states):
-    if isinstance(states, ChainMatrixState):
-        return np.asarray(states.R)
-    return np.asarray(quaternion_matrix(states.q))
+    scaled = {k: jnp.reshape(s, (n,) + (1,) * jnp.ndim(x)) * x for k, x in state.momenta().items()}
+    return ensemble_members(state, n, **scaled)
 
 
 def observables(model, ts, states, params, values):
@@ -140,7 +132,7 @@ def observables(model, ts, states, params, values):
     a body's x axis turned away from the chain's axis x over the run."""
     r = np.asarray(states.r)
     length = np.linalg.norm(r[..., -1, :] - r[..., 0, :], axis=-1)
-    axis_x = _attitudes(states)[..., :, 0]  # each body's x axis in space
+    axis_x = np.asarray(states.attitude_matrices())[..., :, 0]  # each body's x axis in space
     cos = np.clip(axis_x[..., 0], -1.0, 1.0)
     return {
         "end_final": r[..., -1, -1, :],

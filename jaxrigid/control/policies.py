@@ -105,6 +105,17 @@ class LinearFeedback(eqx.Module):
         gains = jnp.zeros((R, rows * n, F), nominal_coefficients.dtype)
         return cls(gains, nominal_coefficients, nominal_features)
 
+    def sizes(self) -> dict:
+        """What rebuilds this policy's structure (`skeleton`), for a policy file's header."""
+        R, rows, n = self.nominal_coefficients.shape
+        return {"intervals": R, "rows": rows, "n_masses": n, "features": self.gains.shape[-1]}
+
+    @classmethod
+    def skeleton(cls, sizes: dict, dtype) -> LinearFeedback:
+        """A policy of the structure `sizes` describes (zeros), for reading a file into."""
+        R, rows, n, F = sizes["intervals"], sizes["rows"], sizes["n_masses"], sizes["features"]
+        return cls.zeros(jnp.zeros((R, rows, n), dtype), jnp.zeros((R, F), dtype))
+
     def __call__(self, obs: Observation):
         k = obs.interval
         c_bar = jax.lax.stop_gradient(self.nominal_coefficients)[k]
@@ -161,6 +172,20 @@ class MLPPolicy(eqx.Module):
             (last.weight * last_layer_scale, jnp.zeros_like(last.bias)),
         )
         self.mlp = mlp
+
+    def sizes(self) -> dict:
+        """What rebuilds this policy's structure (`skeleton`), for a policy file's header."""
+        names = ("rows", "n_masses", "horizon", "radius", "width", "depth", "output_scale")
+        return {name: getattr(self, name) for name in names}
+
+    @classmethod
+    def skeleton(cls, sizes: dict, dtype) -> MLPPolicy:
+        """A policy of the structure `sizes` describes (any weights), for reading a file into."""
+        s = sizes
+        return cls(
+            s["rows"], s["n_masses"], s["horizon"], s["radius"], key=jax.random.key(0),
+            width=s["width"], depth=s["depth"], output_scale=s["output_scale"], dtype=dtype,
+        )  # fmt: skip
 
     @staticmethod
     def in_size(n_masses: int) -> int:

@@ -30,21 +30,15 @@ __all__ = ["MAGIC", "load_policy", "save_policy"]
 MAGIC = b"JAXRIGID-POLICY 1\n"
 
 
+# the policy classes a file may hold, by the name its header gives: each says its structure
+# (`sizes()`) and rebuilds it (`skeleton(sizes, dtype)`)
+KINDS = {cls.__name__: cls for cls in (MLPPolicy, LinearFeedback)}
+
+
 def _sizes(policy) -> dict:
-    if isinstance(policy, MLPPolicy):
-        return {
-            "rows": policy.rows,
-            "n_masses": policy.n_masses,
-            "horizon": policy.horizon,
-            "radius": policy.radius,
-            "width": policy.width,
-            "depth": policy.depth,
-            "output_scale": policy.output_scale,
-        }
-    if isinstance(policy, LinearFeedback):
-        R, rows, n = policy.nominal_coefficients.shape
-        return {"intervals": R, "rows": rows, "n_masses": n, "features": policy.gains.shape[-1]}
-    raise TypeError(f"save_policy: not a policy: {type(policy).__name__}")
+    if type(policy) not in KINDS.values():
+        raise TypeError(f"save_policy: not a policy: {type(policy).__name__}")
+    return policy.sizes()
 
 
 def _dtype(policy) -> str:
@@ -70,16 +64,10 @@ def save_policy(path, policy, metadata: dict | None = None) -> Path:
 
 
 def _skeleton(header: dict):
-    kind, s, dtype = header["kind"], header["sizes"], jnp.dtype(header["dtype"])
-    if kind == "MLPPolicy":
-        return MLPPolicy(
-            s["rows"], s["n_masses"], s["horizon"], s["radius"], key=jax.random.key(0),
-            width=s["width"], depth=s["depth"], output_scale=s["output_scale"], dtype=dtype,
-        )  # fmt: skip
-    if kind == "LinearFeedback":
-        R, rows, n, F = s["intervals"], s["rows"], s["n_masses"], s["features"]
-        return LinearFeedback.zeros(jnp.zeros((R, rows, n), dtype), jnp.zeros((R, F), dtype))
-    raise ValueError(f"unknown policy kind {kind!r} (MLPPolicy or LinearFeedback)")
+    kind = header["kind"]
+    if kind not in KINDS:
+        raise ValueError(f"unknown policy kind {kind!r} ({' or '.join(KINDS)})")
+    return KINDS[kind].skeleton(header["sizes"], jnp.dtype(header["dtype"]))
 
 
 def read_header(path) -> dict:

@@ -43,6 +43,14 @@ class ChainMatrixState(NamedTuple):
     R: jax.Array
     P: jax.Array
 
+    def momenta(self) -> dict[str, jax.Array]:
+        """The momenta by field name (an ensemble scales them together, `cases.chain.perturb`)."""
+        return {"p": self.p, "P": self.P}
+
+    def attitude_matrices(self) -> jax.Array:
+        """`(..., N+2, 3, 3)`: each body's rotation (body → space), `R`."""
+        return self.R
+
 
 _HELD = {
     "c1-c1": "bodies 0 and N+1 (p and P zero)",

@@ -73,6 +73,14 @@ class ChainQuaternionState(NamedTuple):
     q: jax.Array
     g: jax.Array
 
+    def momenta(self) -> dict[str, jax.Array]:
+        """The momenta by field name (an ensemble scales them together, `cases.chain.perturb`)."""
+        return {"p": self.p, "g": self.g}
+
+    def attitude_matrices(self) -> jax.Array:
+        """`(..., N+2, 3, 3)`: each body's rotation (body → space), `R(q)` (3.14)."""
+        return quaternion_matrix(self.q)
+
 
 def pack(state: ChainQuaternionState):
     """`(..., N+2, 14)`: each body's `(r, p, q, g)` in one row."""
