@@ -216,6 +216,36 @@ def test_derivatives_equal_their_definitions():
     np.testing.assert_allclose(system.saddle_matrix(t, q, v), block, rtol=0, atol=1e-12 * scale)
 
 
+def test_velocity_from_momentum_inverts_the_momentum_on_the_constraint():
+    """`velocity_from_momentum` is the constrained inverse Legendre map: on the rheonomic system
+    of `test_derivatives_equal_their_definitions` (a configuration-dependent mass matrix, a
+    gyroscopic term `∂L/∂q̇(q, 0, t) ≠ 0`, an affine constraint with `t` in it), a velocity `v`
+    on the constraint is recovered from its momentum `∂L/∂q̇(q, v, t)` plus any `Aᵀμ` (the
+    map sees the momentum modulo `range Aᵀ`); `constraint_matrix` is `(∂c/∂q̇, c(q, 0, t))`.
+    Tolerance 1e-12 relative: a 5×5 saddle solve of O(1) entries."""
+
+    def lagrangian(q, v, t, k):
+        mass = jnp.diag(1.0 + q**2) + 0.3 * jnp.outer(jnp.sin(q), jnp.sin(q))
+        gyro = jnp.cos(t) * jnp.array([q[1], -q[0], q[2] * q[0]])
+        return 0.5 * v @ mass @ v + gyro @ v - k * jnp.sum(q**4) * (1 + 0.1 * t)
+
+    def constraint(q, v, t, k):
+        return jnp.array([jnp.cos(q[2]) * v[0] + jnp.sin(q[2]) * v[1] - t * q[0], v[2] - q @ q])
+
+    system = LagrangeDAlembertSystem(lagrangian, constraint, params=jnp.asarray(0.7))
+    q, t = jnp.array([0.3, -1.1, 0.8]), jnp.asarray(0.4)
+    A, a = system.constraint_matrix(t, q)
+    c = lambda v: constraint(q, v, t, 0.7)  # noqa: E731
+    np.testing.assert_allclose(A, jax.jacrev(c)(jnp.zeros(3)), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(a, c(jnp.zeros(3)), rtol=0, atol=1e-15)
+    v0 = jnp.array([0.5, 0.2, -0.9])
+    v = v0 - jnp.linalg.pinv(A) @ (A @ v0 + a)  # onto the constraint
+    np.testing.assert_allclose(c(v), 0.0, rtol=0, atol=1e-14)
+    p = system.momentum(t, q, v) + A.T @ jnp.array([1.7, -0.4])
+    got = eqx.filter_jit(system.velocity_from_momentum)(t, q, p)
+    np.testing.assert_allclose(got, v, rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(v))))
+
+
 def free_body(constrained: bool):
     """A free rigid body in quaternion coordinates, `L = ½ Ω·𝕀Ω`, `Ω = 2 Im(q* q̇)`, with or
     without the row `q · q̇ = 0` of `|q| = 1`."""

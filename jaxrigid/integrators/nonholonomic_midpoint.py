@@ -84,11 +84,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import results
-from ..models.nonholonomic import (
-    LagrangeDAlembertSystem,
-    as_time,
-    saddle,
-)
+from ..models.nonholonomic import LagrangeDAlembertSystem, as_time
 from ..models.structures import AbstractLagrangeDAlembert
 from ..newton import Newton
 from ..results import RESULTS
@@ -141,9 +137,7 @@ def midpoint_dla_step(system: LagrangeDAlembertSystem, newton: Newton, q0, qdot0
     _, f, p_half = _midpoint_gradients(system, q0, v, t_half, h)
     p1 = p_half + 0.5 * h * f  # D₂L_d + F⁺
     # (6): the constrained inverse Legendre map at (q₁, t₁) (L quadratic in q̇)
-    d1 = system.derivatives(t1, q1, jnp.zeros_like(q1))  # M₁, A₁, ∂L/∂q̇(q₁, 0, t₁), a₁
-    rhs = jnp.concatenate([p1 - d1.p, -d1.c])
-    qdot1 = jnp.linalg.solve(saddle(d1), rhs)[:n]
+    qdot1 = system.velocity_from_momentum(t1, q1, p1)
     finite = jnp.all(jnp.isfinite(qdot1))
     info = info._replace(result=results.where(~finite, RESULTS.nonfinite, info.result))
     return q1, qdot1, info

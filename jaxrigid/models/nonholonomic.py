@@ -96,8 +96,23 @@ class Derivatives(NamedTuple):
 
 def saddle(d: Derivatives):
     """`[[M, −Aᵀ], [A, 0]]`, `(n + m, n + m)`."""
-    m = d.A.shape[0]
-    return jnp.block([[d.M, -d.A.T], [d.A, jnp.zeros((m, m), d.M.dtype)]])
+    return _saddle(d.M, d.A)
+
+
+def _saddle(M, A):
+    m = A.shape[0]
+    return jnp.block([[M, -A.T], [A, jnp.zeros((m, m), M.dtype)]])
+
+
+def _with_value(f):
+    """`x ↦ (f(x), f(x))`: `jax.jacfwd(_with_value(f), has_aux=True)` gives the Jacobian and
+    the value from one trace of `f`."""
+
+    def both(x):
+        y = f(x)
+        return y, y
+
+    return both
 
 
 class LagrangeDAlembertState(NamedTuple):
@@ -146,7 +161,7 @@ class LagrangeDAlembertSystem(AbstractLagrangeDAlembert):
     def constraint_matrix(self, t, q):
         """`(A (m, n), a (m,))` of the constraint `A q̇ + a = 0`."""
         t, zero = as_time(t, q), jnp.zeros_like(q)
-        return jax.jacfwd(self._c, argnums=1)(q, zero, t), self._c(q, zero, t)
+        return jax.jacfwd(_with_value(lambda v: self._c(q, v, t)), has_aux=True)(zero)
 
     def constraint_residual(self, t, q, qdot):
         """`A q̇ + a`, `(m,)`: zero on the constraint."""
@@ -191,6 +206,22 @@ class LagrangeDAlembertSystem(AbstractLagrangeDAlembert):
         sol = jnp.linalg.solve(saddle(d), rhs)
         n = q.shape[-1]
         return sol[:n], sol[n:]
+
+    def velocity_from_momentum(self, t, q, p):
+        """The constrained inverse Legendre map at `(q, t)`: `q̇ (n,)` on the constraint
+        `A q̇ + a = 0` whose momentum is `p` modulo `range Aᵀ`, from the saddle system
+
+            [ M  −Aᵀ ] [ q̇ ]   [ p − ∂L/∂q̇(q, 0, t) ]
+            [ A   0  ] [ μ  ] = [ −a                 ],      M = ∂²L/∂q̇² at (q, 0, t),
+
+        exact when `L` is quadratic in `q̇` (`∂L/∂q̇ = M q̇ + ∂L/∂q̇(q, 0, t)`). `M` and
+        `∂L/∂q̇(q, 0, t)` come from one `jacfwd` of the momentum (the value its aux), `A` and
+        `a` from one of the constraint: none of `derivatives`' other terms is needed here."""
+        t, zero = as_time(t, q), jnp.zeros_like(q)
+        M, p_zero = jax.jacfwd(_with_value(lambda v: self.momentum(t, q, v)), has_aux=True)(zero)
+        A, a = self.constraint_matrix(t, q)
+        rhs = jnp.concatenate([p - p_zero, -a])
+        return jnp.linalg.solve(_saddle(M, A), rhs)[: q.shape[-1]]
 
     def energy(self, t, q, qdot):
         """`E = q̇ · ∂L/∂q̇ − L` (conserved when `L`, the constraints and `Q = 0` do not depend
