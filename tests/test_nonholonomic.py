@@ -174,6 +174,19 @@ def test_bead_on_a_prescribed_rotating_rod():
         np.testing.assert_allclose(float(lam[0]), m * transverse, rtol=0, atol=1e-12)
 
 
+def _rheonomic_lagrangian(q, v, t, k):
+    """A configuration-dependent mass matrix, a gyroscopic term and a time-dependent
+    potential."""
+    mass = jnp.diag(1.0 + q**2) + 0.3 * jnp.outer(jnp.sin(q), jnp.sin(q))
+    gyro = jnp.cos(t) * jnp.array([q[1], -q[0], q[2] * q[0]])
+    return 0.5 * v @ mass @ v + gyro @ v - k * jnp.sum(q**4) * (1 + 0.1 * t)
+
+
+def _rheonomic_constraint(q, v, t, k):
+    """Affine in `v`, with `q` and `t` in it."""
+    return jnp.array([jnp.cos(q[2]) * v[0] + jnp.sin(q[2]) * v[1] - t * q[0], v[2] - q @ q])
+
+
 def test_derivatives_equal_their_definitions():
     """`derivatives` (two passes over `L`, two over `c`) = each piece by its own definition
     through another autodiff route, on a rheonomic system with a configuration-dependent mass
@@ -183,14 +196,7 @@ def test_derivatives_equal_their_definitions():
     value; and `saddle_matrix` = `[[M, −Aᵀ], [A, 0]]`. Tolerance 1e-12 relative to each
     piece's largest entry: the same derivatives in another order of operations."""
 
-    def lagrangian(q, v, t, k):
-        mass = jnp.diag(1.0 + q**2) + 0.3 * jnp.outer(jnp.sin(q), jnp.sin(q))
-        gyro = jnp.cos(t) * jnp.array([q[1], -q[0], q[2] * q[0]])
-        return 0.5 * v @ mass @ v + gyro @ v - k * jnp.sum(q**4) * (1 + 0.1 * t)
-
-    def constraint(q, v, t, k):
-        return jnp.array([jnp.cos(q[2]) * v[0] + jnp.sin(q[2]) * v[1] - t * q[0], v[2] - q @ q])
-
+    lagrangian, constraint = _rheonomic_lagrangian, _rheonomic_constraint
     system = LagrangeDAlembertSystem(lagrangian, constraint, params=jnp.asarray(0.7))
     q, v, t = jnp.array([0.3, -1.1, 0.8]), jnp.array([0.5, 0.2, -0.9]), jnp.asarray(0.4)
     d = eqx.filter_jit(system.derivatives)(t, q, v)
@@ -224,14 +230,7 @@ def test_velocity_from_momentum_inverts_the_momentum_on_the_constraint():
     map sees the momentum modulo `range Aᵀ`); `constraint_matrix` is `(∂c/∂q̇, c(q, 0, t))`.
     Tolerance 1e-12 relative: a 5×5 saddle solve of O(1) entries."""
 
-    def lagrangian(q, v, t, k):
-        mass = jnp.diag(1.0 + q**2) + 0.3 * jnp.outer(jnp.sin(q), jnp.sin(q))
-        gyro = jnp.cos(t) * jnp.array([q[1], -q[0], q[2] * q[0]])
-        return 0.5 * v @ mass @ v + gyro @ v - k * jnp.sum(q**4) * (1 + 0.1 * t)
-
-    def constraint(q, v, t, k):
-        return jnp.array([jnp.cos(q[2]) * v[0] + jnp.sin(q[2]) * v[1] - t * q[0], v[2] - q @ q])
-
+    lagrangian, constraint = _rheonomic_lagrangian, _rheonomic_constraint
     system = LagrangeDAlembertSystem(lagrangian, constraint, params=jnp.asarray(0.7))
     q, t = jnp.array([0.3, -1.1, 0.8]), jnp.asarray(0.4)
     A, a = system.constraint_matrix(t, q)
