@@ -228,7 +228,10 @@ def test_velocity_from_momentum_inverts_the_momentum_on_the_constraint():
     gyroscopic term `∂L/∂q̇(q, 0, t) ≠ 0`, an affine constraint with `t` in it), a velocity `v`
     on the constraint is recovered from its momentum `∂L/∂q̇(q, v, t)` plus any `Aᵀμ` (the
     map sees the momentum modulo `range Aᵀ`); `constraint_matrix` is `(∂c/∂q̇, c(q, 0, t))`.
-    Tolerance 1e-12 relative: a 5×5 saddle solve of O(1) entries."""
+    Tolerances: `A`, `a` to 1e-15 absolute (O(1) entries of an affine map, the same
+    derivative by another autodiff route: a few ulps); the projected `v` on the constraint to
+    1e-14 (the pseudo-inverse's round-off on O(1) entries); the recovered velocity to 1e-12
+    relative (a 5×5 saddle solve of O(1) entries)."""
 
     lagrangian, constraint = _rheonomic_lagrangian, _rheonomic_constraint
     system = LagrangeDAlembertSystem(lagrangian, constraint, params=jnp.asarray(0.7))

@@ -268,7 +268,7 @@ def _solve(problem, p0s, settings, starts: int, name: str, method: str):
     # host arrays here and for the optimum below: a program's output is committed to its
     # device, an initial guess is not, and JAX builds a program anew for either kind
     runs = ((problem.integrator, 1), (re_integrator, REFINE))
-    prebuild = control_setup.prebuild(problem, np.asarray(p0s[0]), runs)
+    prebuild = control_setup.Prebuild(problem, np.asarray(p0s[0]), runs)
     spread: dict[str, np.ndarray | int] | None  # the starts' results, and the best one's index
     # XLA's quick builds (`xla_options`): the optimiser's iteration, called `n_outer` times,
     # with the cheaper fusion emitter; the two runs below, each run once, cheapest of all

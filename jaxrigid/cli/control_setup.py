@@ -1,7 +1,7 @@
 """What the `jaxrigid control` commands share: the problem's name, the methods that integrate
 its ball, the optimiser's settings for `--iterations`, and the runs of an optimum saved at
 every step (its own method's, and the re-simulation with another at `dt / REFINE`), whose
-programs `prebuild` builds beside the optimiser."""
+programs `Prebuild` builds beside the optimiser."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ __all__ = [
     "method",
     "methods",
     "Prebuild",
-    "prebuild",
     "problem_name",
     "resimulation_method",
     "settings",
@@ -154,8 +153,3 @@ class Prebuild:
     def join(self) -> None:
         self.start()
         self._thread.join()
-
-
-def prebuild(problem, p0, runs) -> Prebuild:
-    """A `Prebuild` of `runs` from `p0`, not started."""
-    return Prebuild(problem, p0, runs)
