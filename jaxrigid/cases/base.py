@@ -208,28 +208,40 @@ class ModelPerturbedCase(Case):
 # --- ensembles: what a case's `perturb` is made of ----------------------------------------------
 
 
-def inertia_parameters(d1: float, d2: float, d3: float) -> dict[str, Parameter]:
-    """A symmetric body inertia as the six parameters `I11 … I23`, diagonal `(d1, d2, d3)`."""
+def vector_parameters(prefix: str, doc: str, values) -> dict[str, Parameter]:
+    """One vector of a case, declared whole: the scalar parameters `prefix1 … prefixN` (`doc`,
+    component `i`), default `values`. The command sets and sweeps a vector by its components
+    (`--set Omega3=50`, a sweep axis over `Omega1`), so they stay scalar parameters;
+    `vector(p, prefix)` assembles them."""
+    return {
+        f"{prefix}{i + 1}": Parameter(float(x), f"{doc}, component {i + 1}")
+        for i, x in enumerate(values)
+    }
+
+
+def inertia_parameters(d1: float, d2: float, d3: float, doc: str = "body inertia") -> dict:
+    """A symmetric inertia as the six parameters `I11 … I23`, diagonal `(d1, d2, d3)`."""
     diagonal = {
-        f"I{i}{i}": Parameter(d, f"body inertia, entry {i}{i}")
-        for i, d in ((1, d1), (2, d2), (3, d3))
+        f"I{i}{i}": Parameter(d, f"{doc}, entry {i}{i}") for i, d in ((1, d1), (2, d2), (3, d3))
     }
     off = {
-        f"I{i}{j}": Parameter(0.0, f"body inertia, entry {i}{j} (= {j}{i})")
+        f"I{i}{j}": Parameter(0.0, f"{doc}, entry {i}{j} (= {j}{i})")
         for i, j in ((1, 2), (1, 3), (2, 3))
     }
     return {**diagonal, **off}
 
 
-def inertia_matrix(p) -> jax.Array:
-    """The symmetric `(3, 3)` inertia of the entries `I11`, `I22`, `I33`, `I12`, `I13`, `I23`."""
+def inertia_matrix(p, dtype=None) -> jax.Array:
+    """The symmetric `(3, 3)` inertia of the entries `I11`, `I22`, `I33`, `I12`, `I13`, `I23`,
+    in the parameters' dtype unless `dtype` is given."""
     rows = [["I11", "I12", "I13"], ["I12", "I22", "I23"], ["I13", "I23", "I33"]]
-    return jnp.array([[p[k] for k in row] for row in rows])  # the parameters' dtype
+    return jnp.array([[p[k] for k in row] for row in rows], dtype=dtype)
 
 
-def vector(p, prefix: str) -> jax.Array:
-    """The vector `(p[prefix1], p[prefix2], p[prefix3])` of three scalar parameters."""
-    return jnp.array([p[prefix + "1"], p[prefix + "2"], p[prefix + "3"]])
+def vector(p, prefix: str, n: int = 3, dtype=None) -> jax.Array:
+    """The vector `(p[prefix1], …, p[prefixn])` of `vector_parameters`, in the parameters'
+    dtype unless `dtype` is given."""
+    return jnp.array([p[f"{prefix}{i + 1}"] for i in range(n)], dtype=dtype)
 
 
 def member_noise(rng: np.random.Generator, n: int, *shape: int) -> np.ndarray:

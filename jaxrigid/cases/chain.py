@@ -34,7 +34,15 @@ from ..models.chain_quaternion import QuaternionChain
 from ..models.chain_quaternion import from_velocities as quaternion_from_velocities
 from ..models.particle_body import tetrahedron
 from ..models.particle_chain import LennardJones, ParticleChain
-from .base import Case, Parameter, builds, ensemble_members, member_noise
+from .base import (
+    Case,
+    Parameter,
+    builds,
+    ensemble_members,
+    member_noise,
+    vector,
+    vector_parameters,
+)
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), §3.5"
 
@@ -48,16 +56,8 @@ PARAMETERS = {
     "v0": Parameter(0.5, "initial transverse speed amplitude (m/s; chosen, not printed)"),
     "omega0": Parameter(0.5, "initial spin amplitude about x (rad/s; chosen, not printed)"),
 }
-_FORCE = {
-    "F1": Parameter(3.0, "force on the last body, x (N)"),
-    "F2": Parameter(0.0, "force on the last body, y (N)"),
-    "F3": Parameter(0.0, "force on the last body, z (N)"),
-}
-_DISPLACEMENT = {
-    "d1": Parameter(0.5, "displacement of the last body's centre, x (m)"),
-    "d2": Parameter(0.0, "displacement of the last body's centre, y (m)"),
-    "d3": Parameter(0.0, "displacement of the last body's centre, z (m)"),
-}
+_FORCE = vector_parameters("F", "force on the last body (N)", (3.0, 0.0, 0.0))
+_DISPLACEMENT = vector_parameters("d", "displacement of the last body's centre (m)", (0.5, 0, 0))
 
 
 def _n_bodies(p) -> int:
@@ -73,7 +73,7 @@ def _chain(p) -> ParticleChain:
 
 def _boundary(kind: str, p) -> ChainBoundary:
     if kind == "c1-c2":
-        return ChainBoundary(kind, jnp.stack([jnp.asarray(p[k]) for k in ("F1", "F2", "F3")]))
+        return ChainBoundary(kind, vector(p, "F"))
     return ChainBoundary(kind)
 
 
@@ -84,7 +84,7 @@ def _initial_values(kind: str, p):
     zeros = jnp.zeros_like(i)
     r = jnp.stack([p["spacing"] * i, zeros, zeros], axis=-1)
     if kind == "c1-c3":
-        d = jnp.stack([jnp.asarray(p[k], r.dtype) for k in ("d1", "d2", "d3")])
+        d = vector(p, "d", dtype=r.dtype)
         r = r.at[-1].add(d)
     shape = jnp.sin(jnp.pi * jnp.arange(n) / (n - 1)).at[-1].set(0.0)  # sin(π) is 1e-16
     v = p["v0"] * shape[:, None] * jnp.array([[0.0, 1.0, 0.0]])

@@ -47,6 +47,7 @@ from .base import (
     inertia_matrix,
     inertia_parameters,
     vector,
+    vector_parameters,
 )
 from .krysl import perturb_momentum
 
@@ -54,11 +55,7 @@ _REF = "Dixon, discrete Moser–Veselov integrators for rigid body motions"
 
 
 def _momentum_params(m1, m2, m3):
-    return {
-        "M1": Parameter(m1, "initial body angular momentum M(0) = Π(0), component 1"),
-        "M2": Parameter(m2, "initial body angular momentum M(0) = Π(0), component 2"),
-        "M3": Parameter(m3, "initial body angular momentum M(0) = Π(0), component 3"),
-    }
+    return vector_parameters("M", "initial body angular momentum M(0) = Π(0)", (m1, m2, m3))
 
 
 @builds(RigidBody)
@@ -159,12 +156,9 @@ HEAVY_TOP = Case(
     parameters={
         **inertia_parameters(2.0, 2.0, 1.0),
         **_momentum_params(0.1, 0.0, 1.0),
-        "Gamma1": Parameter(0.0, "initial vertical in the body frame Γ(0) = R0ᵀe3, component 1"),
-        "Gamma2": Parameter(0.0, "initial vertical in the body frame Γ(0) = R0ᵀe3, component 2"),
-        "Gamma3": Parameter(1.0, "initial vertical in the body frame Γ(0) = R0ᵀe3, component 3"),
-        "mgchi1": Parameter(0.0, "weight × body centre of mass mgχ₀, component 1"),
-        "mgchi2": Parameter(0.0, "weight × body centre of mass mgχ₀, component 2"),
-        "mgchi3": Parameter(1.0, "weight × body centre of mass mgχ₀, component 3 (not printed)"),
+        **vector_parameters("Gamma", "initial vertical in the body frame Γ(0) = R0ᵀe3", (0, 0, 1)),
+        # the paper prints no weight: mgχ₀ = e3 is a unit weight at unit distance
+        **vector_parameters("mgchi", "weight × body centre of mass mgχ₀", (0, 0, 1)),
     },
     build=_build_heavy_top,
     perturb=perturb_momentum,
@@ -205,18 +199,17 @@ def _coupled_observables(model, ts, states, params, values):
 
 
 def _coupled_params(theta):
-    vec = lambda name, doc, v: {  # noqa: E731
-        f"{name}{i + 1}": Parameter(x, f"{doc}, component {i + 1}") for i, x in enumerate(v)
-    }
     return {
         **inertia_parameters(2.0, 2.0, 1.0),
-        **vec("M", "initial body angular momentum of both bodies M¹(0) = M²(0)", (0.5, 0.0, 1.0)),
+        **vector_parameters(
+            "M", "initial body angular momentum of both bodies M¹(0) = M²(0)", (0.5, 0.0, 1.0)
+        ),
         "mass1": Parameter(1.0, "mass of body 1 (not printed)"),
         "mass2": Parameter(1.0, "mass of body 2 (not printed)"),
-        **vec(
+        **vector_parameters(
             "d1", "joint seen from body 1's centre of mass, body-1 frame (not printed)", (0, 0, 1)
         ),
-        **vec(
+        **vector_parameters(
             "d2", "joint seen from body 2's centre of mass, body-2 frame (not printed)", (0, 0, -1)
         ),
         "theta": Parameter(theta, "initial angle between the bodies: Λ(0) = R₁ᵀR₂ = exp(θ e1)"),

@@ -15,7 +15,7 @@ import numpy as np
 from ..models import hamiltonian as ham
 from ..models.hamiltonian import CanonicalState, HamiltonianSystem
 from ..observers import PoincareSection
-from .base import Case, Parameter, builds, ensemble_noise
+from .base import Case, Parameter, builds, ensemble_noise, vector, vector_parameters
 
 _REF = "Chaurasia, M.Tech. thesis, IIT Kanpur (2012), ch. 2"
 
@@ -54,9 +54,7 @@ _GALACTIC = ("a", "b", "c", "A", "C", "Omega")
 @builds(HamiltonianSystem)
 def _build_galactic(p):
     model = ham.galactic_orbit(*(p[k] for k in _GALACTIC))
-    q0 = jnp.array([p["q1"], p["q2"], p["q3"]])
-    p0 = jnp.array([p["p1"], p["p2"], p["p3"]])
-    return model, CanonicalState(q0, p0)
+    return model, CanonicalState(vector(p, "q"), vector(p, "p"))
 
 
 def _galactic_section(p):
@@ -140,12 +138,8 @@ CASES = [
             "A": Parameter(1.0, "potential amplitude A"),
             "C": Parameter(1.0, "potential core constant C"),
             "Omega": Parameter(0.25, "rotation rate of the frame"),
-            "q1": Parameter(2.5, "initial position q1"),
-            "q2": Parameter(0.0, "initial position q2"),
-            "q3": Parameter(0.0, "initial position q3"),
-            "p1": Parameter(0.0, "initial momentum p1"),
-            "p2": Parameter(1.688, "initial momentum p2"),
-            "p3": Parameter(0.2, "initial momentum p3"),
+            **vector_parameters("q", "initial position", (2.5, 0.0, 0.0)),
+            **vector_parameters("p", "initial momentum", (0.0, 1.688, 0.2)),
         },
         build=_build_galactic,
         perturb=perturb_canonical,

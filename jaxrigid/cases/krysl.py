@@ -32,6 +32,7 @@ from .base import (
     inertia_matrix,
     inertia_parameters,
     vector,
+    vector_parameters,
 )
 
 _REF = "Krysl, Commun. Numer. Meth. Engng 23 (2007)"
@@ -82,12 +83,8 @@ def _coulomb_observables(model, ts, states, params, values):
 def _top_params(psi1, omega3):
     return {
         **inertia_parameters(5.0, 5.0, 1.0),
-        "psi1": Parameter(psi1, "initial attitude R0 = exp(psi), component 1"),
-        "psi2": Parameter(0.0, "initial attitude R0 = exp(psi), component 2"),
-        "psi3": Parameter(0.0, "initial attitude R0 = exp(psi), component 3"),
-        "Omega1": Parameter(0.0, "initial body angular velocity, component 1"),
-        "Omega2": Parameter(0.0, "initial body angular velocity, component 2"),
-        "Omega3": Parameter(omega3, "initial body angular velocity, component 3"),
+        **vector_parameters("psi", "initial attitude R0 = exp(psi)", (psi1, 0.0, 0.0)),
+        **vector_parameters("Omega", "initial body angular velocity", (0.0, 0.0, omega3)),
         "mgl": Parameter(20.0, "weight times centre-of-mass distance along body axis 3"),
     }
 
@@ -123,9 +120,9 @@ CASES = [
         default_t_end=100.0,
         parameters={
             **inertia_parameters(0.9144, 1.098, 1.66),
-            "Omega1": Parameter(0.45549, "initial body angular velocity, component 1"),
-            "Omega2": Parameter(0.82623, "initial body angular velocity, component 2"),
-            "Omega3": Parameter(0.03476, "initial body angular velocity, component 3"),
+            **vector_parameters(
+                "Omega", "initial body angular velocity", (0.45549, 0.82623, 0.03476)
+            ),
         },
         build=_build_free,
         perturb=perturb_momentum,
@@ -162,9 +159,7 @@ CASES = [
         default_t_end=20000.0,
         parameters={
             **inertia_parameters(2.0, 3.0, 4.5),
-            "pi1": Parameter(2.0, "initial spatial angular momentum, component 1"),
-            "pi2": Parameter(2.0, "initial spatial angular momentum, component 2"),
-            "pi3": Parameter(2.0, "initial spatial angular momentum, component 3"),
+            **vector_parameters("pi", "initial spatial angular momentum", (2.0, 2.0, 2.0)),
             "coulomb": Parameter(1.0, "coefficient of 1/u (printed torque: +1)"),
             "wall": Parameter(-0.001, "coefficient of 1/u^10 (printed torque: −0.001)"),
             "offset": Parameter(1.1, "u = offset + R33"),

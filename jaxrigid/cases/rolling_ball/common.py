@@ -12,7 +12,8 @@ import jax.numpy as jnp
 from ...models.rolling_ball import RollingBall
 from ...models.rolling_ball.controls import SinusoidControl
 from ...models.rolling_ball.rails import CircleRail
-from ..base import Parameter
+from .. import base
+from ..base import Parameter, inertia_parameters, vector_parameters
 
 REFERENCE = "Putkaradze & Rogers, Meccanica 53 (2018)"
 NOTE = "the model note docs/rolling-ball-model.md"
@@ -42,25 +43,15 @@ def shell_parameters() -> dict[str, Parameter]:
     return {
         "radius": Parameter(1.0, "ball radius r"),
         "m0": Parameter(1.0, "shell mass m0"),
-        "I11": Parameter(0.4, "shell inertia about its centre of mass, entry 11"),
-        "I22": Parameter(0.45, "shell inertia, entry 22"),
-        "I33": Parameter(0.5, "shell inertia, entry 33"),
-        "I12": Parameter(0.0, "shell inertia, entry 12 (= 21)"),
-        "I13": Parameter(0.0, "shell inertia, entry 13 (= 31)"),
-        "I23": Parameter(0.0, "shell inertia, entry 23 (= 32)"),
-        "chi01": Parameter(0.0, "shell's centre of mass from the centre, body e1"),
-        "chi02": Parameter(0.0, "shell's centre of mass from the centre, body e2"),
-        "chi03": Parameter(-0.1, "shell's centre of mass from the centre, body e3"),
+        **inertia_parameters(0.4, 0.45, 0.5, "shell inertia about its centre of mass"),
+        **vector_parameters("chi0", "shell's centre of mass from the centre (body)", (0, 0, -0.1)),
         "gravity": Parameter(9.81, "gravitational acceleration g (along −e3)"),
     }
 
 
 def omega_parameters(omega=(0.0, 0.0, 0.0)) -> dict[str, Parameter]:
     """`Omega1`, `Omega2`, `Omega3`: the initial body angular velocity, default `omega`."""
-    return {
-        f"Omega{i + 1}": Parameter(omega[i], f"initial body angular velocity, component {i + 1}")
-        for i in range(3)
-    }
+    return vector_parameters("Omega", "initial body angular velocity", omega)
 
 
 def swing_parameters() -> dict[str, Parameter]:
@@ -75,19 +66,14 @@ def swing_parameters() -> dict[str, Parameter]:
 
 
 def inertia_matrix(p):
-    """The symmetric `(3, 3)` inertia of the entries `I11`, `I22`, `I33`, `I12`, `I13`, `I23`."""
-    return floats(
-        [
-            [p["I11"], p["I12"], p["I13"]],
-            [p["I12"], p["I22"], p["I23"]],
-            [p["I13"], p["I23"], p["I33"]],
-        ]
-    )
+    """The shell's `(3, 3)` inertia (`base.inertia_matrix`) in the default float."""
+    return base.inertia_matrix(p, dtype=float)
 
 
 def vector(p, prefix):
-    """The `(3,)` vector of the parameters `prefix1`, `prefix2`, `prefix3`."""
-    return floats([p[prefix + "1"], p[prefix + "2"], p[prefix + "3"]])
+    """The `(3,)` vector of the parameters `prefix1`, `prefix2`, `prefix3` in the default
+    float."""
+    return base.vector(p, prefix, dtype=float)
 
 
 # --- the ball --------------------------------------------------------------------------------

@@ -15,7 +15,14 @@ import numpy as np
 
 from ..._checks import is_concrete
 from ...models.suslov import Suslov, SuslovState
-from ..base import ModelPerturbedCase, Parameter, builds, ensemble_members, ensemble_noise
+from ..base import (
+    ModelPerturbedCase,
+    Parameter,
+    builds,
+    ensemble_members,
+    ensemble_noise,
+    vector_parameters,
+)
 from .common import (
     REFERENCE,
     family_fields,
@@ -89,9 +96,7 @@ CASES = [
             "I12": Parameter(0.0, "body inertia, entry 12 (= 21)"),
             "I13": Parameter(0.0, "body inertia, entry 13 (= 31)"),
             "I23": Parameter(0.0, "body inertia, entry 23 (= 32)"),
-            "xi1": Parameter(0.0, "constraint vector ξ (body), component 1"),
-            "xi2": Parameter(0.6, "constraint vector ξ (body), component 2"),
-            "xi3": Parameter(0.8, "constraint vector ξ (body), component 3"),
+            **vector_parameters("xi", "constraint vector ξ (body)", (0.0, 0.6, 0.8)),
             **omega_parameters((1.0, 0.8, -0.6)),
         },
         build=_build_suslov,
