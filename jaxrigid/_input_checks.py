@@ -8,6 +8,7 @@ import contextlib
 import contextvars
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,7 +45,10 @@ def value_checks(integrator, model, state0, t0, dt, n_steps=1, check_state=True)
     """`dt`'s and `t0`'s, the run's times', the model's, the initial state's (unless
     `check_state` is false) and the method's own (`value_checks`; none for
     `integrator=None`). `n_steps` may be traced (a new count does not rebuild the check
-    program)."""
+    program). The checks see the values without their derivatives: they are flags, and some
+    are not differentiable (the saddle checks' full SVD), which would break a caller's
+    derivative through the run (`jax.grad` with respect to a rolling ball's initial state)."""
+    integrator, model, state0, t0, dt = _without_derivatives((integrator, model, state0, t0, dt))
     dt = jnp.asarray(dt)
     if dt.ndim:
         raise ValueError(f"dt must be a finite nonzero scalar, got shape {dt.shape}")
@@ -64,7 +68,7 @@ def continued_value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list
     """`value_checks` with, of the state's, only that it is finite: for a state that a run of
     this method reached and that is continued, whose constraints may have drifted as far as
     the method lets them (a module-level function: a key of `_checks.raise_compiled`)."""
-    leaves = jax.tree_util.tree_leaves(state0)
+    leaves = jax.tree_util.tree_leaves(_without_derivatives(state0))
     events = jax.tree_util.tree_leaves(model.state_event_ndims())
     bad = [
         ~jnp.all(jnp.isfinite(x), axis=tuple(range(x.ndim - e, x.ndim)))
@@ -72,6 +76,13 @@ def continued_value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list
     ]
     finite = Check(functools.reduce(jnp.logical_or, bad), "state0 contains NaN or inf")
     return value_checks(integrator, model, state0, t0, dt, n_steps, check_state=False) + [finite]
+
+
+def _without_derivatives(tree):
+    """`tree` with `lax.stop_gradient` on its inexact arrays (other leaves as they are)."""
+    return jax.tree_util.tree_map(
+        lambda x: jax.lax.stop_gradient(x) if eqx.is_inexact_array(x) else x, tree
+    )
 
 
 def time_checks(t0, dt, n_steps, dtype) -> list[Check]:

@@ -493,6 +493,25 @@ def test_jit_grad_of_final_coordinate_wrt_parameter():
     np.testing.assert_allclose(float(grad), float(fd), rtol=1e-6)
 
 
+def test_jit_grad_with_respect_to_the_initial_state():
+    """`jax.jit(jax.grad)` of the sleigh's `y(t = 1.5)` with respect to its initial heading
+    `φ₀` = central differences (as above: step 1e-5, 1e-6 relative). The initial state's
+    checks (the saddle matrix's, through a full SVD of `A(q)` that has no derivative) see the
+    state without its derivative: differentiating them raised `NotImplementedError` before."""
+    model, s0 = sleigh()
+
+    def final_y(phi):
+        q0 = s0.q.at[2].set(phi)  # the velocity turned with it stays on the constraint
+        qdot0 = s0.qdot.at[:2].set(jnp.stack([jnp.cos(phi), jnp.sin(phi)]))
+        return simulate(DLA, model, s0._replace(q=q0, qdot=qdot0), 0.03, CHUNK).final_state.q[1]
+
+    e = 1e-5
+    grad = jax.jit(jax.grad(final_y))(0.3)
+    fd = (final_y(0.3 + e) - final_y(0.3 - e)) / (2 * e)
+    assert abs(float(grad)) > 1e-2
+    np.testing.assert_allclose(float(grad), float(fd), rtol=1e-6)
+
+
 def test_float32_run():
     """The sleigh in float32: 50 steps of 0.03 converge, the state stays float32, the discrete
     and continuous constraints hold to float32 round-off (20 eps32 (1 + |q|)), and the state is
