@@ -36,11 +36,44 @@ def pytest_configure(config):
         os.environ[_CACHE_ENV] = tempfile.mkdtemp(prefix="jaxrigid-test-xla-")
         os.environ[_OWNED_CACHE] = "1"
     jaxrigid.enable_compilation_cache()
+    if hasattr(config.option, "loadscopereorder"):  # xdist's controller: modules as collected
+        config.option.loadscopereorder = False
     config.addinivalue_line(
         "markers",
         "xla_defaults: the property depends on how XLA rounds (bit-for-bit equality of "
         "differently shaped programs, round-off over long runs): run with XLA's defaults",
     )
+
+
+# The modules that take longest (summed over a run's workers: bench/results/suite_profile_*),
+# longest first. xdist's `--dist loadfile` hands the workers whole modules in the order it
+# queues them; by default that is by number of tests, which put the notebooks' 440 s near the
+# end and left one worker idle for a minute while the other finished them. Queued first, the
+# longest modules leave short ones for the end, where they even out the two workers.
+LONGEST_FIRST = (
+    "test_notebooks.py",
+    "test_contracts.py",
+    "test_notebooks_rolling_ball.py",
+    "test_sweep.py",
+    "test_control_feedback.py",
+    "test_order_registry.py",
+    "test_control_dynamic.py",
+    "test_chain_gauss.py",
+    "test_splitting.py",
+    "test_compositions.py",
+    "test_krysl_structure.py",
+    "test_runs.py",
+    "test_control_policies.py",
+    "test_passive_dynamic_masses.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The modules in `LONGEST_FIRST` first, in its order, then the others as collected (xdist
+    queues them so: `pytest_configure`)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
 
 
 _CHILD_REPORT = "_JAXRIGID_CHILD_REPORT"  # set in a child: where it writes its outcomes
