@@ -1,7 +1,7 @@
 """Validation of the free-body DMV integrators against the claims of Dixon §9 (issue 3).
 
-What tests/test_dmv.py already covers is not repeated here (order against the exact
-solution, |Π|², π, K and RᵀR over 10⁴ and 10⁵ steps, body = spatial, a 100-member vmap).
+What tests/test_dmv.py already covers is not repeated here (|Π|², π, K and RᵀR over 10⁴ and
+10⁵ steps, body = spatial, a 100-member vmap), nor the order (tests/test_order_registry.py).
 This file adds: the spatial Casimirs det(I) and ‖I‖ of the advected mass matrix (Figures
 5–6), a 10⁴-member ensemble against the same runs unbatched, the exact time-step limit at a
 relative equilibrium (a closed form), and the absence of the separatrix instability the
@@ -170,20 +170,6 @@ def test_no_instability_near_the_separatrix(dt):
         assert np.max(np.abs(K / K[:, :1] - 1)) < 1e-12, method
 
 
-@pytest.mark.parametrize("method", sorted(DMV_METHODS))
-def test_second_order_on_krysls_slow_top(method):
-    """DMV on Krysl's slow top (a heavy top from another paper): second order against DOP853
-    (rtol 1e-13) at t = 2 from Δt = 0.004, 0.002, 0.001 (measured ‖ΔΠ‖ 7.6e-3, 1.9e-3, 4.7e-4)."""
-    from jaxrigid.cases import get_case
-    from jaxrigid.diagnostics import measured_order
-    from jaxrigid.reference import rigid_body_reference
-
-    case = get_case("krysl-slow-top")
-    model, state0 = case.build(case.resolve())
-    Pi_ref = np.asarray(rigid_body_reference(model, state0, [2.0]).Pi[-1])
-    dts, errors = [0.004, 0.002, 0.001], []
-    for dt in dts:
-        sol = jr.simulate(DMV_METHODS[method](), model, state0, dt, int(round(2.0 / dt)))
-        assert bool(sol.outcome.all_converged)
-        errors.append(np.linalg.norm(np.asarray(sol.final_state.Pi) - Pi_ref))
-    assert 1.9 <= measured_order(dts, errors) <= 2.1
+# DMV's second order on a Krysl top (the slow top, measured ‖ΔΠ‖ 7.6e-3, 1.9e-3, 4.7e-4 at t = 2
+# for Δt = 0.004 … 0.001): test_order_registry's test_measured_order[DMVBody-krysl-fast-top] and
+# [DMVSpatial-krysl-fast-top]
