@@ -1,7 +1,6 @@
-"""Preprocessed DMV (Hairer & Vilmart 2006, code DMV10): measured orders 6–10 of the momentum
-and the attitude against independent references (order 4: tests/test_order_registry.py),
-conservation, body = spatial, frame invariance of the modified inertia, vmap = loop, float32,
-refusal of torqued models.
+"""Preprocessed DMV (Hairer & Vilmart 2006, code DMV10): measured orders 4–10 of the momentum
+and the attitude against independent references, conservation, body = spatial, frame
+invariance of the modified inertia, vmap = loop, float32, refusal of torqued models.
 
 The main problem is the authors' own example (driver of DMV10): principal moments
 (0.6, 0.8, 1.0), Π(0) = (1.8, 0.4, −0.9), R(0) = 1, here to t = 10. References: the body
@@ -33,8 +32,7 @@ from jaxrigid.reference.free_body import free_body_momentum
 MOMENTS = (0.6, 0.8, 1.0)
 PI0 = (1.8, 0.4, -0.9)
 T_END = 10.0
-# orders 6–10: beyond the registry's reach (DOP853's floor within three halvings)
-ORDER_METHODS = [n for n, cls in PREPROCESSED_DMV_METHODS.items() if cls.order >= 6]
+METHODS = list(PREPROCESSED_DMV_METHODS)
 
 
 def _problem(dtype=jnp.float64):
@@ -57,7 +55,8 @@ def _reference():
 # Steps per run to t = 10 (run in chunks of `gcd` steps: one compilation per method).
 # Measured max-norm errors, momentum and attitude alike (both forms: the same to 1e-12), and
 # the slopes between successive step sizes / least squares over the three:
-#   order  6: n = 80, 160, 320   2.2e-5 … 5.2e-9 (Π), 2.6e-5 … 5.9e-9 (R)   6.07, 6.02 / 6.04
+#   order  4: n = 80, 160, 320   4.6e-3 … 1.7e-5 (Π), 6.5e-3 … 2.4e-5 (R)   4.07, 4.02 / 4.04
+#   order  6: n = 80, 160, 320   2.2e-5 … 5.2e-9,     2.6e-5 … 5.9e-9       6.07, 6.02 / 6.04
 #   order  8: n = 40, 80, 160    1.8e-5 … 2.2e-10,    2.0e-5 … 2.2e-10      8.28, 8.06 / 8.17
 #   order 10: n = 48, 64, 80     1.7e-8 … 9.4e-11,    1.8e-8 … 9.3e-11     10.26, 10.15 / 10.21
 # (R: 8.22 for order 8, 10.26 for order 10.) The excess over the order at the coarsest steps
@@ -65,9 +64,7 @@ def _reference():
 # ±0.4 (the brief's window) leaves ≥ 0.14 beyond the worst least-squares slope, while a
 # method of the next lower or higher even order misses by ≥ 1.6. The smallest error (9e-11)
 # is 100× above the attitude reference's 7e-13.
-# Order 4 (here 4.6e-3 … 1.7e-5 at n = 80 … 320, slopes 4.07, 4.02 / 4.04) is measured by
-# test_order_registry's test_measured_order[DMV4Body-krysl-torque-free], [DMV4Spatial-…].
-STEPS = {6: (80, 160, 320), 8: (40, 80, 160), 10: (48, 64, 80)}
+STEPS = {4: (80, 160, 320), 6: (80, 160, 320), 8: (40, 80, 160), 10: (48, 64, 80)}
 
 
 # Conservation: DMV on the modified inertia keeps |Π|, π = RΠ and ΠᵀJ̃²Π, hence K̃ and
@@ -91,7 +88,7 @@ def _drifts(model, states):
     }
 
 
-@pytest.mark.parametrize("name", ORDER_METHODS)
+@pytest.mark.parametrize("name", METHODS)
 def test_measured_order_momentum_and_attitude(name):
     """Order of Π and R at t = 10 (table above); the invariants kept at every chunk's end."""
     integrator = PREPROCESSED_DMV_METHODS[name]()
