@@ -68,7 +68,7 @@ def continued_value_checks(integrator, model, state0, t0, dt, n_steps=1) -> list
     """`value_checks` with, of the state's, only that it is finite: for a state that a run of
     this method reached and that is continued, whose constraints may have drifted as far as
     the method lets them (a module-level function: a key of `_checks.raise_compiled`)."""
-    leaves = jax.tree_util.tree_leaves(_without_derivatives(state0))
+    leaves = jax.tree_util.tree_leaves(state0)
     events = jax.tree_util.tree_leaves(model.state_event_ndims())
     bad = [
         ~jnp.all(jnp.isfinite(x), axis=tuple(range(x.ndim - e, x.ndim)))

@@ -219,7 +219,9 @@ def vector_parameters(prefix: str, doc: str, values) -> dict[str, Parameter]:
     }
 
 
-def inertia_parameters(d1: float, d2: float, d3: float, doc: str = "body inertia") -> dict:
+def inertia_parameters(
+    d1: float, d2: float, d3: float, doc: str = "body inertia"
+) -> dict[str, Parameter]:
     """A symmetric inertia as the six parameters `I11 … I23`, diagonal `(d1, d2, d3)`."""
     diagonal = {
         f"I{i}{i}": Parameter(d, f"{doc}, entry {i}{i}") for i, d in ((1, d1), (2, d2), (3, d3))
@@ -238,10 +240,10 @@ def inertia_matrix(p, dtype=None) -> jax.Array:
     return jnp.array([[p[k] for k in row] for row in rows], dtype=dtype)
 
 
-def vector(p, prefix: str, n: int = 3, dtype=None) -> jax.Array:
-    """The vector `(p[prefix1], …, p[prefixn])` of `vector_parameters`, in the parameters'
-    dtype unless `dtype` is given."""
-    return jnp.array([p[f"{prefix}{i + 1}"] for i in range(n)], dtype=dtype)
+def vector(p, prefix: str, dtype=None) -> jax.Array:
+    """The `(3,)` vector `(p[prefix1], p[prefix2], p[prefix3])` of `vector_parameters`, in the
+    parameters' dtype unless `dtype` is given."""
+    return jnp.array([p[f"{prefix}{i}"] for i in (1, 2, 3)], dtype=dtype)
 
 
 def member_noise(rng: np.random.Generator, n: int, *shape: int) -> np.ndarray:
