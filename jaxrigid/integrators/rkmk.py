@@ -127,8 +127,11 @@ def _dexpinv(w, v, degree: int | None):
 
 
 class IncrementalForm(NamedTuple):
-    """A model's equations (1) on one step, as its structure gives them: `rates(τ, Θ, y)`,
-    `(Ω, y′)` at `g₀ exp Θ`; the start `Θ = zero`, `y = y0`; `end(Θ, y)`, the model's state."""
+    """A model's equations (1) on one step, as its structure gives them: `rates(τ, Θ, y,
+    dexpinv)`, `(Θ′, y′)` at `g₀ exp Θ` with `Θ′ = dexpinv(Ω)` (the method's `dexp⁻¹_{−Θ}`,
+    applied by the form before `y′` is evaluated: the order of the operations the separate
+    modules had, which XLA's fusion, and so the rounding, follows); the start `Θ = zero`,
+    `y = y0`; `end(Θ, y)`, the model's state."""
 
     rates: Callable
     zero: jax.Array
@@ -140,8 +143,7 @@ def _increment_field(form: IncrementalForm, degree: int | None):
     """The right-hand side of (1), `(Θ′, y′) = F(τ, Θ, y)`, `dexp⁻¹` to `degree` (`_dexpinv`)."""
 
     def F(tau, theta, y):
-        omega, dy = form.rates(tau, theta, y)
-        return _dexpinv(-theta, omega, degree), dy
+        return form.rates(tau, theta, y, lambda omega: _dexpinv(-theta, omega, degree))
 
     return F
 
@@ -230,14 +232,15 @@ class AbstractMKRK(AbstractTableauIntegrator):
         R, Pi = state
         omega = model.angular_velocity_map()  # 𝕀⁻¹ once per step, not once per stage
 
-        def rates(tau, psi, mu):
+        def rates(tau, psi, mu, dexpinv):
             Pi_tau = so3.rotate_exp(-psi, mu)
+            dpsi = dexpinv(omega(Pi_tau))
             if model.has_torque:
                 T = torque_at(model, t + tau, so3.compose_exp(R, psi), Pi_tau)
                 dmu = so3.rotate_exp(psi, T)
             else:
                 dmu = jnp.zeros_like(mu)
-            return omega(Pi_tau), dmu
+            return dpsi, dmu
 
         def end(psi, mu):
             return RigidBodyState(so3.compose_exp(R, psi), so3.rotate_exp(-psi, mu))
@@ -351,9 +354,10 @@ class AbstractQuaternionRKMK(AbstractIntegrator):
         q0 = state.q
         attitude = lambda theta, y: y._replace(q=quaternion.compose_exp(q0, theta))
 
-        def rates(tau, theta, y):
+        def rates(tau, theta, y, dexpinv):
             Y = attitude(theta, y)
-            return model.angular_velocity(Y), model.vector_field(t + tau, Y)._replace(q=None)
+            dtheta = dexpinv(model.angular_velocity(Y))
+            return dtheta, model.vector_field(t + tau, Y)._replace(q=None)
 
         return IncrementalForm(rates, jnp.zeros_like(q0[..., :3]), state._replace(q=None), attitude)
 
