@@ -45,7 +45,7 @@ from _harness import RK4, TorqueFree, diffrax_runner, hat, jaxrigid_runner
 import jaxrigid
 from jaxrigid.cases import get_case
 from jaxrigid.integrators import MidpointDLA, get_method
-from jaxrigid.integrators.quaternion_rkmk import RKMK4
+from jaxrigid.integrators.rkmk import RKMK4
 from jaxrigid.models.rigid_body import RigidBody, RigidBodyState
 from jaxrigid.models.rolling_ball import RollingBallState, two_circles_ball
 

@@ -60,7 +60,7 @@ import numpy as np  # noqa: E402
 
 from jaxrigid import control  # noqa: E402
 from jaxrigid.control.presets import two_circles_start  # noqa: E402
-from jaxrigid.integrators.quaternion_rkmk import RKMK4  # noqa: E402
+from jaxrigid.integrators.rkmk import RKMK4  # noqa: E402
 
 DT = 0.05
 TARGET = (1.0, 0.5)

@@ -32,7 +32,7 @@ g = 9.81), masses held by `ConstantControl`, `F = 0`, `q₀ = exp((0.3, −0.2, 
 **Methods**, each through `jaxrigid.simulate` (one `lax.scan`, every state saved): `DLA`
 (default `Newton`); `RK4` and `Heun` — classical RK4 and Heun's second-order method on
 `RollingBall.vector_field`, `q` renormalised after each step (written here); `RKMK4` (explicit
-Munthe-Kaas RK4 of `jaxrigid.integrators.quaternion_rkmk`) when that module is present.
+Munthe-Kaas RK4 of `jaxrigid.integrators.rkmk`) when that module is present.
 dt = 0.01 and 0.02, `--steps` steps (default 10⁶).
 
 **Recorded** per configuration, dt and method: `max|E − E₀|` over the first 10³ steps, the last
@@ -92,7 +92,7 @@ from jaxrigid.models.structures import AbstractAttitudeQuaternion  # noqa: E402
 from jaxrigid.simulation import simulate  # noqa: E402
 
 try:  # the explicit RKMK methods, where that module has landed
-    from jaxrigid.integrators.quaternion_rkmk import RKMK4  # noqa: E402
+    from jaxrigid.integrators.rkmk import RKMK4  # noqa: E402
 except ImportError:
     RKMK4 = None
 

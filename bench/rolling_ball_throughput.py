@@ -12,7 +12,7 @@ sweep: the model carries them as an `(n, 2)` array and `simulate(..., model_axes
 that field alone.
 
 **Methods**, all with the model's `(q, Ω, x)` state and one `dt`: `RKMK2`, `RKMK4`, `RKMK8`
-(`jaxrigid.integrators.quaternion_rkmk`) and `DLA` (`nonholonomic_lie.NonholonomicDLA`, default
+(`jaxrigid.integrators.rkmk`) and `DLA` (`nonholonomic_lie.NonholonomicDLA`, default
 `Newton`; in the default list once its module is in the git commit) through
 `jax.jit(simulate(integrator, model, state0, dt, steps, save_every=steps, model_axes=axes))`;
 `diffrax_Tsit5` — `diffrax.Tsit5()` with `ConstantStepSize`, dt0 = dt — and `diffrax_Tsit5_PID`
@@ -81,7 +81,7 @@ import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
 import jaxrigid  # noqa: E402
-from jaxrigid.integrators.quaternion_rkmk import RKMK2, RKMK4, RKMK8  # noqa: E402
+from jaxrigid.integrators.rkmk import RKMK2, RKMK4, RKMK8  # noqa: E402
 from jaxrigid.models.rolling_ball import RollingBallState, two_circles_ball  # noqa: E402
 
 try:

@@ -59,7 +59,7 @@ SLOW_CONTRACTS = {
     "DMV10-body",
     "DMV10-spatial",
     "DLA-midpoint",
-    # the same implementations as RKMK4 and IMIDM (quaternion_rkmk, lie_group), which stay
+    # the same implementations as RKMK4 and IMIDM (rkmk, lie_group), which stay
     "RKMK2",
     "RKMK8",
     "IMID",

@@ -34,7 +34,7 @@ from jaxrigid.control.costs import (
     rollout,
 )
 from jaxrigid.control.parametrisations import BSplineControl
-from jaxrigid.integrators.quaternion_rkmk import RKMK4
+from jaxrigid.integrators.rkmk import RKMK4
 from jaxrigid.models.rolling_ball import two_circles_ball
 
 

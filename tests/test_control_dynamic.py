@@ -44,7 +44,7 @@ from jaxrigid.control.presets import (
     two_circles_start,
 )
 from jaxrigid.integrators.nonholonomic_midpoint import MidpointDLA
-from jaxrigid.integrators.quaternion_rkmk import RKMK4, RKMK8
+from jaxrigid.integrators.rkmk import RKMK4, RKMK8
 from jaxrigid.models.rigid_body import RigidBody
 from jaxrigid.models.rolling_ball.unreduced import RollingBallUnreduced
 from jaxrigid.simulation import simulate

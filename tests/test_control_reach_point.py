@@ -33,7 +33,7 @@ from jaxrigid.control.costs import (
 from jaxrigid.control.optimise import AugmentedLagrangian, multi_start, optimise
 from jaxrigid.control.presets import ControlProblem, get_problem, reach_point
 from jaxrigid.integrators.nonholonomic_lie import NonholonomicDLA
-from jaxrigid.integrators.quaternion_rkmk import RKMK4
+from jaxrigid.integrators.rkmk import RKMK4
 
 
 def _guess(shape, seed=0, scale=0.5):

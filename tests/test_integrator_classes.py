@@ -35,8 +35,8 @@ from jaxrigid.integrators.classical import (
     AbstractImplicitRungeKutta,
     Gauss6,
 )
-from jaxrigid.integrators.munthe_kaas import MKRKRK4, MKRKGauss4, MKRKMidpoint
 from jaxrigid.integrators.partitioned import STORMER_VERLET, StormerVerlet
+from jaxrigid.integrators.rkmk import MKRKRK4, MKRKGauss4, MKRKMidpoint
 from jaxrigid.models.structures import AbstractCanonicalSystem
 
 FACTS = ("name", "order", "symmetric", "implicit", "preserves", "compensated_summation")

@@ -152,7 +152,7 @@ def test_non_symmetric_methods_do_not_retrace():
 )
 def test_mkrk_reproduces_imidm_and_bbtrapwd(case_name, table, name):
     """§3.7: MKRK with ½|1 is IMIDM and with the trapezoidal tableau BBTRAPWD (with the
-    corrected stage torque T_(j); see jaxrigid.integrators.munthe_kaas)."""
+    corrected stage torque T_(j); see jaxrigid.integrators.rkmk)."""
     model, s0 = problem(case_name)
     h = DT[case_name]
     a = _run(MKRK(tableau=table), model, s0, 0.0, h, 5)

@@ -19,7 +19,7 @@ import jaxrigid as jr
 from jaxrigid.cases import get_case
 from jaxrigid.diagnostics import measured_order
 from jaxrigid.integrators import tableau as tb
-from jaxrigid.integrators.munthe_kaas import (
+from jaxrigid.integrators.rkmk import (
     MKRK,
     MKRK_CLASSES,
     MKRKRK4,

@@ -51,7 +51,7 @@ from jaxrigid.integrators.nonholonomic_midpoint import (
     MidpointDLA,
     discrete_constraint_residual,
 )
-from jaxrigid.integrators.quaternion_rkmk import RKMK2
+from jaxrigid.integrators.rkmk import RKMK2
 from jaxrigid.models.nonholonomic import LagrangeDAlembertState, LagrangeDAlembertSystem
 from jaxrigid.newton import Newton
 from jaxrigid.results import RESULTS

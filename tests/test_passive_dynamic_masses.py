@@ -18,7 +18,7 @@ import pytest
 
 import jaxrigid as jr
 from jaxrigid.cases import get_case
-from jaxrigid.integrators.quaternion_rkmk import RKMK4, RKMK8
+from jaxrigid.integrators.rkmk import RKMK4, RKMK8
 
 
 def _energy_errors(integrator, n_steps, save_every):

@@ -25,7 +25,7 @@ from jaxrigid.cases import CASES
 from jaxrigid.cases.rolling_ball import CASES as BALL_CASES
 from jaxrigid.cli import lookups
 from jaxrigid.diagnostics import invariants_along
-from jaxrigid.integrators.quaternion_rkmk import RKMK4, RKMK_CLASSES
+from jaxrigid.integrators.rkmk import RKMK4, RKMK_CLASSES
 from jaxrigid.models.rolling_ball import RollingBall, two_circles_ball
 from jaxrigid.models.rolling_disk import RollingDisk, RollingDiskState
 

@@ -1,5 +1,5 @@
 """The rolling ball's Lie-group integrators RKMK2, RKMK4, RKMK8
-(`jaxrigid.integrators.quaternion_rkmk`), against an independent reference and physics.
+(`jaxrigid.integrators.rkmk`), against an independent reference and physics.
 
 - **Reference**: scipy's DOP853 (Hairer's 8(5,3), another method than RKMK8's Prince–Dormand
   table) at its tightest tolerance, rtol 2.3e-14 (atol 2.3e-16), on the model's `vector_field`
@@ -42,17 +42,9 @@ from scipy.integrate import solve_ivp
 import jaxrigid as jr
 from jaxrigid.diagnostics import measured_order
 from jaxrigid.integrators import REGISTRY
-from jaxrigid.integrators.quaternion_rkmk import (
-    DOPRI8,
-    HEUN,
-    RKMK2,
-    RKMK4,
-    RKMK8,
-    RKMK_CLASSES,
-    _rooted_trees,
-    rooted_tree_residual,
-)
-from jaxrigid.integrators.tableau import RK4
+from jaxrigid.integrators.rkmk import RKMK2, RKMK4, RKMK8, RKMK_CLASSES
+from jaxrigid.integrators.tableau import DOPRI8, HEUN, RK4, rooted_tree_residual
+from jaxrigid.integrators.tableau.butcher import _rooted_trees
 from jaxrigid.lie import quaternion
 from jaxrigid.models.rigid_body import RigidBody
 from jaxrigid.models.rolling_ball import RollingBallState, two_circles_ball

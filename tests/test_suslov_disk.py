@@ -141,7 +141,7 @@ def test_suslov_through_simulate_with_the_lie_group_methods():
     checked at `t0`: a state on the constraint at t0 = 2 runs, the same state from t0 = 0 is
     refused."""
     import jaxrigid as jr
-    from jaxrigid.integrators.quaternion_rkmk import RKMK4
+    from jaxrigid.integrators.rkmk import RKMK4
 
     rng = np.random.default_rng(12)
     model = Suslov(jnp.asarray(random_inertia(rng)), jnp.asarray(rng.normal(size=3)))

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._checks import is_integer, real_number
 from .._suggest import did_you_mean
-from ..integrators.quaternion_rkmk import RKMK4
+from ..integrators.rkmk import RKMK4
 from ..models.rolling_ball import two_circles_ball
 from ..models.rolling_ball.unreduced import RollingBallUnreduced, RollingBallUnreducedState
 from ..runs.planning import whole_steps

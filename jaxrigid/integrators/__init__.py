@@ -47,13 +47,6 @@ from .lie_group import BackwardEuler as BackwardEuler
 from .lie_group import BackwardEulerMomentum as BackwardEulerMomentum
 from .lie_group import ForwardEuler as ForwardEuler
 from .lie_group import ForwardEulerMomentum as ForwardEulerMomentum
-from .munthe_kaas import MKRK as MKRK
-from .munthe_kaas import MKRK_CLASSES
-from .munthe_kaas import MKRKRK4 as MKRKRK4
-from .munthe_kaas import MKRKGauss4 as MKRKGauss4
-from .munthe_kaas import MKRKGauss6 as MKRKGauss6
-from .munthe_kaas import MKRKMidpoint as MKRKMidpoint
-from .munthe_kaas import MKRKRK4Truncated as MKRKRK4Truncated
 from .nonholonomic_lie import NONHOLONOMIC_LIE_CLASSES
 from .nonholonomic_lie import NonholonomicDLA as NonholonomicDLA
 from .nonholonomic_midpoint import NONHOLONOMIC_MIDPOINT_CLASSES
@@ -63,16 +56,22 @@ from .partitioned import PartitionedRungeKutta as PartitionedRungeKutta
 from .partitioned import StormerVerlet as StormerVerlet
 from .partitioned import SymplecticEulerA as SymplecticEulerA
 from .partitioned import SymplecticEulerB as SymplecticEulerB
-from .quaternion_rkmk import RKMK2 as RKMK2
-from .quaternion_rkmk import RKMK4 as RKMK4
-from .quaternion_rkmk import RKMK8 as RKMK8
-from .quaternion_rkmk import RKMK_CLASSES
 from .rattle import RATTLE as RATTLE
 from .rattle import RATTLE_METHODS as RATTLE_METHODS
 from .reference_methods import AKW as AKW
 from .reference_methods import BBTRAP as BBTRAP
 from .reference_methods import BBTRAPWD as BBTRAPWD
 from .reference_methods import SWC1 as SWC1
+from .rkmk import MKRK as MKRK
+from .rkmk import MKRK_CLASSES, RKMK_CLASSES
+from .rkmk import MKRKRK4 as MKRKRK4
+from .rkmk import RKMK2 as RKMK2
+from .rkmk import RKMK4 as RKMK4
+from .rkmk import RKMK8 as RKMK8
+from .rkmk import MKRKGauss4 as MKRKGauss4
+from .rkmk import MKRKGauss6 as MKRKGauss6
+from .rkmk import MKRKMidpoint as MKRKMidpoint
+from .rkmk import MKRKRK4Truncated as MKRKRK4Truncated
 from .splitting import LiePoissonSplitting as LiePoissonSplitting
 from .tableau import ButcherTableau as ButcherTableau
 from .tableau.compositions import SCHEMES

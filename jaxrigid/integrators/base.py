@@ -156,7 +156,7 @@ class AbstractTableauIntegrator(AbstractIntegrator):
     @classmethod
     def tableau_facts(cls, tableau) -> dict[str, Any]:
         """The class facts of the method of `tableau` (subclasses add theirs)."""
-        implicit = not getattr(tableau, "explicit", False)
+        implicit = not tableau.explicit
         if implicit != cls.implicit:
             kind = "implicit" if implicit else "explicit"
             raise TypeError(
@@ -173,7 +173,7 @@ def tableau_method(classes: dict, tableau, explicit_base: type, implicit_base: t
     method's (a user's own table)."""
     cls = classes.get(tableau)
     if cls is None:
-        base = explicit_base if getattr(tableau, "explicit", False) else implicit_base
+        base = explicit_base if tableau.explicit else implicit_base
         name = base.__name__.removeprefix("Abstract") + "_" + re.sub(r"\W", "_", tableau.name)
         namespace = {"tableau": tableau, "__module__": base.__module__, "__doc__": base.__doc__}
         cls = classes[tableau] = type(name, (base,), namespace)

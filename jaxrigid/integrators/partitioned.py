@@ -94,6 +94,11 @@ class PartitionedTableau:
         return self.q.stages
 
     @property
+    def explicit(self) -> bool:
+        """Never: the method solves its stages together (`AbstractPartitionedRungeKutta`)."""
+        return False
+
+    @property
     def c(self) -> np.ndarray:
         """The nodes: stage `i` at `t + c_i h` (the common nodes, else the `q` table's)."""
         return self.q.c

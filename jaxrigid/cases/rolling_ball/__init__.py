@@ -1,6 +1,6 @@
 """The rolling ball actuated by internal point masses (Putkaradze & Rogers
 2018), its planar limit (the rolling disk, App. C) and Suslov's problem (App. A.2):
-seven cases, family `"rolling_ball"`, default method `RKMK4` (`quaternion_rkmk`), h = 0.01.
+seven cases, family `"rolling_ball"`, default method `RKMK4` (`integrators.rkmk`), h = 0.01.
 The ball's five are in `ball`, the disk's in `disk`, Suslov's in `suslov`; what they share
 (parameters, the ball built from them, observables) in `common`.
 

@@ -6,6 +6,8 @@ A method is a table; its defining conditions are checked once, when the table is
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -240,12 +242,65 @@ def tree_conditions(parts, c, order):
     return conds
 
 
+def _rooted_trees(order: int):
+    """Rooted trees with at most `order` vertices, as `(tree, γ)`: a tree is the sorted tuple of
+    its children (a leaf is `()`), `γ` its density (Hairer, Nørsett & Wanner I, §II.2). One
+    colour and no time leaves, to any order (`_trees` colours them for `tree_conditions`)."""
+    by_order: dict[int, list] = {1: [()]}
+    for n in range(2, order + 1):
+        pool = [t for k in range(1, n) for t in by_order[k]]
+        size = {t: k for k in range(1, n) for t in by_order[k]}
+
+        def forests(m, start):  # multisets of trees from `pool[start:]` with m vertices in all
+            if m == 0:
+                yield ()
+                return
+            for i in range(start, len(pool)):
+                if size[pool[i]] <= m:
+                    for rest in forests(m - size[pool[i]], i):
+                        yield (pool[i], *rest)
+
+        by_order[n] = sorted({tuple(sorted(f)) for f in forests(n - 1, 0)})
+    gamma = {}
+
+    def density(tree):
+        if tree not in gamma:
+            n = 1 + sum(_tree_size(ch) for ch in tree)
+            gamma[tree] = n * math.prod(density(ch) for ch in tree)
+        return gamma[tree]
+
+    return [(t, density(t)) for n in range(1, order + 1) for t in by_order[n]]
+
+
+@functools.cache
+def _tree_size(tree) -> int:
+    return 1 + sum(_tree_size(ch) for ch in tree)
+
+
+def rooted_tree_residual(tableau: ButcherTableau, order: int) -> float:
+    """`max |bᵀΦ(τ) − 1/γ(τ)|` over every rooted tree `τ` with at most `order` vertices (the
+    order conditions of autonomous problems, complete, to any order; 200 trees up to order 8):
+    `Φ(leaf) = 𝟙`, `Φ([τ₁, …, τₘ]) = Πₖ AΦ(τₖ)`. With `c = A𝟙` (checked by `ButcherTableau`)
+    they are also those of non-autonomous ones."""
+    a, b = tableau.a, tableau.b
+    phi: dict = {}
+
+    def weight(tree):
+        if tree not in phi:
+            phi[tree] = np.prod([a @ weight(ch) for ch in tree], axis=0) * np.ones(len(b))
+        return phi[tree]
+
+    return max(abs(b @ weight(t) - 1.0 / g) for t, g in _rooted_trees(order))
+
+
 _s3 = np.sqrt(3.0)
 
 EULER = ButcherTableau("euler", [[0.0]], [1.0], [0.0], 1)
 IMPLICIT_EULER = ButcherTableau("implicit-euler", [[1.0]], [1.0], [1.0], 1)
 IMPLICIT_MIDPOINT = ButcherTableau("implicit-midpoint", [[0.5]], [1.0], [0.5], 2)
 TRAPEZOIDAL = ButcherTableau("trapezoidal", [[0.0, 0.0], [0.5, 0.5]], [0.5, 0.5], [0.0, 1.0], 2)
+HEUN = ButcherTableau("heun", [[0.0, 0.0], [1.0, 0.0]], [0.5, 0.5], [0.0, 1.0], 2)
+"""Heun's method (the explicit trapezoidal rule), order 2."""
 RK4 = ButcherTableau(
     "rk4",
     [[0.0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1.0, 0]],
