@@ -199,9 +199,12 @@ def test_mpc_without_disturbance_reproduces_the_open_loop(setup, runs):
 
 def test_mpc_beats_the_open_loop_on_disturbed_scenarios(runs):
     """σ = 0.05: MPC's median miss is at most 0.2× the open loop's (the issue's criterion;
-    measured 0.17 at this coarse step with 4 re-plans) and its worst miss below the open
-    loop's median (a scenario whose open loop already lands within 5e-3 gains nothing: the
-    model's mismatch over the last re-plan interval leaves MPC a miss of that order)."""
+    measured 0.17 at this coarse step with 4 re-plans, and 0.26 and 0.16 on the scenarios of
+    seeds 1 and 2: a margin of this seed's, not a property of the coarse problem; the
+    criterion proper is the command's at dt = 0.05, 0.095×; bench/README.md,
+    `mpc_replan_convergence.py`) and its worst miss below the open loop's median (a scenario
+    whose open loop already lands within 5e-3 gains nothing: the model's mismatch over the
+    last re-plan interval leaves MPC a miss of that order)."""
     opened, closed = runs[SIGMA]
     ol, cl = np.asarray(opened.miss), np.asarray(closed.miss)
     assert np.median(cl) <= 0.2 * np.median(ol), (cl, ol)
