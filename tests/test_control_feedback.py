@@ -136,6 +136,41 @@ def test_a_plant_that_fails_reports_no_miss(setup):
     np.testing.assert_allclose(others, nominal, rtol=1e-12, atol=1e-15)
 
 
+def test_replan_objective_ignores_a_plan_diverging_past_the_horizon(setup):
+    """A re-plan with 4 of the 20 steps left reads the model's state after those 4 (t = 1.0).
+    A plan whose tail (the coefficients of the basis functions that vanish on [0, 1]) drives
+    the model to overflow after t = 1.0 (the whole horizon's miss is not finite) has the
+    re-plan objective `f + λ·c` and gradient of the same plan with the tail zero, bit for bit
+    (the taken steps see the same numbers; the tail's gradient is exactly 0). Fails when the
+    steps past the remaining horizon are taken: the reverse pass multiplies their non-finite
+    derivatives by zero, and the gradient is NaN. One program for the three calls."""
+    problem, p, _, _ = setup
+    plan = problem.control.with_coefficients(p)
+    t = jnp.linspace(0.0, 4 * problem.dt, 41)
+    tail = np.all(np.asarray(jax.vmap(plan._phi)(t)) == 0.0, axis=0)
+    assert tail.sum() >= 3, tail
+    lam = jnp.asarray([1.0, 1.0])
+
+    @jax.jit
+    def objective(coefficients, remaining):
+        def lagrangian(c):
+            f, miss = mpc._Remaining(problem, plan, problem.state0, remaining)(c)
+            return f + lam @ miss
+
+        return jax.value_and_grad(lagrangian)(coefficients)
+
+    calm = jnp.where(tail[:, None], 0.0, p)
+    wild = jnp.where(tail[:, None], 1e3, p)
+    whole, _ = objective(wild, jnp.asarray(problem.n_steps))
+    assert not np.isfinite(whole)
+    value, grad = objective(calm, jnp.asarray(4))
+    value_wild, grad_wild = objective(wild, jnp.asarray(4))
+    assert np.isfinite(value) and np.all(np.isfinite(grad))
+    np.testing.assert_array_equal(value_wild, value)
+    np.testing.assert_array_equal(grad_wild, grad)
+    np.testing.assert_array_equal(grad[tail], 0.0)
+
+
 def test_warm_start_needs_fewer_iterations_than_cold(setup):
     """At the first re-plan of disturbed plants, the measure is the number of re-plan calls
     (40 L-BFGS iterations each) until the model's miss is within the tolerance (1e-3): one

@@ -14,11 +14,11 @@ new plan with the problem's integrator and step until `tₖ₊₁` (`scenarios.a
 
 with `θₖ`, `θ̇ₖ` the masses' position and speed at `tₖ` (the previous plan's, prescribed;
 measured, dynamic), so the rails stay C¹ across a re-plan. Every plan has the same shape and
-the remaining horizon enters as a traced count of steps: the model is simulated for the
-whole horizon's `T/dt` steps and `x(T)` read at step `(T − tₖ)/dt`, the effort's quadrature
-nodes past `T − tₖ` masked (a cold start at `t₀ = 0` is the open-loop problem itself). So
-one program re-plans at every `tₖ`, one program advances the plant, and all scenarios run in
-them under `vmap`.
+the remaining horizon enters as a traced count of steps: the model's scan has the whole
+horizon's `T/dt` steps, of which the first `(T − tₖ)/dt` are taken (`scenarios.advance`'s
+`upto`) and `x(T)` read after them, the effort's quadrature nodes past `T − tₖ` masked (a
+cold start at `t₀ = 0` is the open-loop problem itself). So one program re-plans at every
+`tₖ`, one program advances the plant, and all scenarios run in them under `vmap`.
 
 **Warm start.** The previous plan's tail, `θ_{k−1}(s + H)`, projected on plan `k`'s basis by
 least squares, with the previous multipliers `λ` and penalty `ρ`. The knot spacing divides
@@ -169,11 +169,14 @@ class _Remaining(eqx.Module):
         model = eqx.tree_at(pb.slot.get, pb.model, plan)
         # the integrator's steps in a plain scan (as the plant's, `advance`), differentiated
         # by `lax.scan`'s own rule: a far smaller program to build than `simulate`'s, and the
-        # short horizon's states are cheap to store for the reverse pass
-        _, xs, _ = advance(pb.integrator, model, self.state, pb.dt, pb.n_steps)
-        x_end = xs[self.remaining - 1]  # after step `remaining`
+        # short horizon's states are cheap to store for the reverse pass; the steps past
+        # `remaining` not taken (`upto`), so that a plan diverging after the horizon's end
+        # cannot make the gradient NaN
+        end, _, _ = advance(
+            pb.integrator, model, self.state, pb.dt, pb.n_steps, upto=self.remaining
+        )
         f = partial_effort(plan, self.remaining * pb.dt)
-        return f, x_end[:2] - target_of(pb)
+        return f, end.x[:2] - target_of(pb)
 
 
 def _replan_one(problem, settings, plan, state, multipliers: Multipliers, remaining):

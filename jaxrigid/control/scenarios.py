@@ -115,7 +115,9 @@ def kick_steps(scenarios: Scenarios, dt: float):
     return jnp.round(scenarios.kick_times / dt).astype(jnp.int32)
 
 
-def advance(integrator, model, state, dt, n_steps: int, *, t0=0.0, step0=0, kicks=None, at=None):
+def advance(
+    integrator, model, state, dt, n_steps: int, *, t0=0.0, step0=0, kicks=None, at=None, upto=None
+):
     """`n_steps` steps of `dt` of one plant from `state` at `t0` (the model's control read at
     `t0 + j·dt`), `step0` the first step's index on the plant's own clock; before step `j`
     every kick `kicks[i] (3,)` with `at[i] == step0 + j` is added to `Ω` ((S2): the run is
@@ -123,7 +125,14 @@ def advance(integrator, model, state, dt, n_steps: int, *, t0=0.0, step0=0, kick
     `(n_steps, 3)`, and `ok`: every step succeeded (its `StepInfo.result`) and the final
     state is finite — a caller reports the plant's numbers only where `ok` (`replay`,
     `mpc.run_mpc`: NaN elsewhere, never a silently wrong miss). Plain `lax.scan` over the
-    integrator's `step` at `t0 + j·dt`, as `simulate` takes them."""
+    integrator's `step` at `t0 + j·dt`, as `simulate` takes them.
+
+    `upto` (traced, `1 ≤ upto ≤ n_steps`; `None`: all): only the first `upto` steps are taken,
+    the state after step `upto` carried unchanged through the rest (one program for every
+    count). A step past `upto` is still computed under the scan (and discarded): from the
+    carried state at the last taken step's time, so that it sees only inputs the run has
+    already met — past `upto` the control may drive the model to overflow, and the reverse
+    pass multiplies a discarded step's derivatives by zero, `0·∞ = NaN`."""
     t0 = jnp.asarray(t0, state.q.dtype)
 
     def one(carry, j):
@@ -131,9 +140,17 @@ def advance(integrator, model, state, dt, n_steps: int, *, t0=0.0, step0=0, kick
         if kicks is not None:
             hit = (at == step0 + j).astype(s.Omega.dtype)
             s = s._replace(Omega=s.Omega + hit @ kicks)
-        t = t0 + j * dt
-        s, solver, info = integrator.step(model, s, solver, t, jnp.asarray(dt, t.dtype))
-        return (s, solver, ok & (info.result == RESULTS.successful)), s.x
+        if upto is None:
+            t = t0 + j * dt
+            s, solver, info = integrator.step(model, s, solver, t, jnp.asarray(dt, t.dtype))
+            return (s, solver, ok & (info.result == RESULTS.successful)), s.x
+        taken = j < upto
+        t = t0 + jnp.minimum(j, upto - 1) * dt
+        new, new_solver, info = integrator.step(model, s, solver, t, jnp.asarray(dt, t.dtype))
+        s, solver = jax.tree_util.tree_map(
+            lambda a, b: jnp.where(taken, a, b), (new, new_solver), (s, solver)
+        )
+        return (s, solver, ok & (~taken | (info.result == RESULTS.successful))), s.x
 
     solver = integrator.init(model, state, t0, dt)
     carry = (state, solver, jnp.asarray(True))
