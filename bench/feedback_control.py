@@ -1,11 +1,15 @@
 """MPC's cost against the number of scenarios: for `K` scenarios (default 1, 16, 256) of
 reach-point (RKMK4, dt = 0.05, re-plans every T/10 = 10 steps), the build time (first call,
-trace + compile) of each of MPC's three programs — the re-plan (`control.mpc.replan`: 2 × 20
-L-BFGS iterations, each one gradient of the 100-step simulation, `vmap` over the scenarios),
+trace + compile) of each of MPC's three programs — the re-plan (`control.mpc.replan`: 8 SQP
+iterations, each one linearisation of the 100-step simulation, `vmap` over the scenarios),
 the warm start and the plant segment (10 plant steps) — and then the re-plans per second
-(`K` re-plans per call, median of `--repeats` calls) and plant segments per second. The plans
+(`K` re-plans per call, median of `--repeats` calls) and plant segments per second; beside
+the re-plan, its peer `replan_al`: the augmented Lagrangian of 2 × 20 L-BFGS iterations (the
+default before 2026-12-01), in the same process, and their ratios `sqp_vs_al`. The plans
 are the zero control with zero multipliers: the budget is fixed, so a call costs the same
-whatever the plan. Writes `results/feedback_control_<device>.json`.
+whatever the plan (the SQP's line search may halve a step more or less often: its calls
+are from the same plans as the peer's). Writes `results/feedback_control_<device>.json`.
+Run it with `JAXRIGID_NO_COMPILATION_CACHE=1` for cold builds.
 
 `--part policy`: policy training (`control.training`) instead: for a batch of `B` rollouts
 (default 1, 16, 256, 1024) of reach-region (RKMK4, dt = 0.05, 10 control intervals of 10
@@ -29,7 +33,7 @@ import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxrigid.control import get_problem, mpc  # noqa: E402
+from jaxrigid.control import AugmentedLagrangian, get_problem, mpc  # noqa: E402
 from jaxrigid.control.scenarios import draw_scenarios, kick_steps  # noqa: E402
 from jaxrigid.program_store import call_filtered  # noqa: E402
 
@@ -40,6 +44,9 @@ p.add_argument("--part", choices=("mpc", "policy"), default="mpc")
 p.add_argument("--batches", default="1,16,256,1024", help="--part policy: comma-separated B")
 A = p.parse_args()
 sizes = [1, 4] if A.quick else [int(k) for k in A.scenarios.split(",")]
+
+
+AL_PEER = AugmentedLagrangian(n_outer=2, n_inner=20)
 
 
 def timed(fn):
@@ -67,11 +74,15 @@ def measure(K: int) -> dict:
     def replan():
         return mpc.replan(problem, plans, states, mult, remaining)
 
+    def replan_al():
+        return mpc.replan(problem, plans, states, mult, remaining, AL_PEER)
+
     def segment():
         return call_filtered(mpc._segment_program, problem, plans, states, scenarios, at, step0, m)
 
     record = {"scenarios": K}
-    for name, fn in (("start", start), ("replan", replan), ("segment", segment)):
+    programs = {"start": start, "replan": replan, "replan_al": replan_al, "segment": segment}
+    for name, fn in programs.items():
         _, build = timed(fn)
         runs = [timed(fn)[1] for _ in range(A.repeats)]
         run = statistics.median(runs)
@@ -79,9 +90,13 @@ def measure(K: int) -> dict:
         common.log(f"K = {K}: {name} first call {build:.1f} s, then {run:.3f} s")
     record["replans_per_second"] = K / record["replan"]["call_seconds"]
     record["segments_per_second"] = K / record["segment"]["call_seconds"]
-    record["iterations_per_replan"] = (
-        mpc.DEFAULT_REPLAN_SETTINGS.n_outer * mpc.DEFAULT_REPLAN_SETTINGS.n_inner
-    )
+    record["iterations_per_replan"] = mpc.replan_iterations()
+    record["sqp_vs_al"] = {
+        what: record["replan"][what] / record["replan_al"][what]
+        for what in ("first_call_seconds", "call_seconds")
+    }
+    common.log(f"K = {K}: SQP/AL first call {record['sqp_vs_al']['first_call_seconds']:.2f}, "
+               f"call {record['sqp_vs_al']['call_seconds']:.2f}")  # fmt: skip
     return record
 
 

@@ -198,8 +198,7 @@ def cmd_feedback(args) -> int:
             "seed": args.seed,
             "replan_every": H,
             "replans": problem.n_steps // m - 1,
-            "replan_iterations": mpc.DEFAULT_REPLAN_SETTINGS.n_outer
-            * mpc.DEFAULT_REPLAN_SETTINGS.n_inner,
+            "replan_iterations": mpc.replan_iterations(),
             "n_basis": problem.control.n_intervals,
             "closed_loop_miss": cl_miss,
             "closed_loop_miss_p90": cl_p90,

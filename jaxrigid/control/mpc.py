@@ -3,9 +3,10 @@
 Every `H` (`replan_every`, default `T/10`; a whole number of steps, dividing `T`) the
 controller measures the plant's state at `tₖ = kH` and re-optimises the remaining control on
 `[tₖ, T]` with the model: least effort `∫_{tₖ}^T Σᵢ θ̈ᵢ² dt` (or `∫Σuᵢ²` for dynamic masses)
-subject to `x(T)[:2] = x*`, by the augmented Lagrangian of `optimise` ((AL): `n_outer`
-multiplier updates of `n_inner` L-BFGS iterations, a fixed budget). The plant then runs the
-new plan with the problem's integrator and step until `tₖ₊₁` (`scenarios.advance`).
+subject to `x(T)[:2] = x*`, by a fixed budget of SQP iterations (`control.sqp`: the effort is
+quadratic in the coefficients and the constraint has two rows), or by the augmented
+Lagrangian of `optimise` where `settings` asks for it. The plant then runs the new plan with
+the problem's integrator and step until `tₖ₊₁` (`scenarios.advance`).
 
 **Plans in local time.** Plan `k` is the problem's B-spline parametrisation in the local time
 `s = t − tₖ` on a fixed horizon `[0, T]` (only `[0, T − tₖ]` is used):
@@ -47,6 +48,7 @@ from .bases import gauss_legendre_intervals
 from .optimise import AugmentedLagrangian, outer_iteration
 from .parametrisations import AbstractParametrisedControl, BSplineActuation, BSplineControl
 from .scenarios import Scenarios, advance, kick_steps, plant, target_of
+from .sqp import SQP, solve
 
 __all__ = [
     "DEFAULT_REPLAN_SETTINGS",
@@ -56,20 +58,31 @@ __all__ = [
     "cold_start",
     "partial_effort",
     "replan",
+    "replan_iterations",
     "replan_steps",
     "restart",
     "run_mpc",
     "warm_start",
 ]
 
-DEFAULT_REPLAN_SETTINGS = AugmentedLagrangian(n_outer=2, n_inner=20)
-"""Each re-plan's budget: 2 multiplier updates of 20 L-BFGS iterations (one gradient of the
-remaining horizon's simulation each)."""
+DEFAULT_REPLAN_SETTINGS = SQP(n_iterations=8)
+"""Each re-plan's budget: 8 SQP iterations (`control.sqp`: one linearisation of the remaining
+horizon's simulation each). `AugmentedLagrangian(n_outer=2, n_inner=20)` re-plans by the
+augmented Lagrangian instead (the default before 2026-12-01)."""
+
+
+def replan_iterations(settings=None) -> int:
+    """The linearisations (SQP) or L-BFGS iterations (augmented Lagrangian) of one re-plan."""
+    settings = DEFAULT_REPLAN_SETTINGS if settings is None else settings
+    if isinstance(settings, SQP):
+        return settings.n_iterations
+    return settings.n_outer * settings.n_inner
 
 
 class Multipliers(NamedTuple):
-    """The augmented Lagrangian's state besides the coefficients: `lam` (λ), `mu` (μ, the
-    inequalities', `(0,)` here), `rho` (ρ)."""
+    """The optimiser's state besides the coefficients: `lam` (λ, the SQP's and the augmented
+    Lagrangian's), `mu` (μ, the inequalities', `(0,)` here), `rho` (ρ, the augmented
+    Lagrangian's)."""
 
     lam: jax.Array
     mu: jax.Array
@@ -164,6 +177,10 @@ class _Remaining(eqx.Module):
     state: Any
     remaining: jax.Array
 
+    def miss(self, p):
+        """`c = x(T)[:2] − x*` alone."""
+        return self(p)[1]
+
     def __call__(self, p):
         pb, plan = self.problem, self.plan.with_coefficients(p)
         model = eqx.tree_at(pb.slot.get, pb.model, plan)
@@ -180,6 +197,8 @@ class _Remaining(eqx.Module):
 
 
 def _replan_one(problem, settings, plan, state, multipliers: Multipliers, remaining):
+    if isinstance(settings, SQP):
+        return _replan_sqp(problem, settings, plan, state, multipliers, remaining)
     objective = _Remaining(problem, plan, state, remaining)
     p0 = plan.coefficients
     # the first update keeps ρ (no previous infeasibility to compare with): no extra run
@@ -187,7 +206,23 @@ def _replan_one(problem, settings, plan, state, multipliers: Multipliers, remain
     carry = (p0, multipliers.lam, multipliers.mu, multipliers.rho, vnorm0)
     outer = lambda carry, k: outer_iteration(objective, settings, None, carry, k)  # noqa: E731
     (p, lam, mu, rho, _), (_, _, fs, cnorms) = lax.scan(outer, carry, jnp.arange(settings.n_outer))
-    return plan.with_coefficients(p), Multipliers(lam, mu, rho), fs[-1], cnorms[-1]
+    return plan.with_coefficients(p), Multipliers(lam, mu, rho), fs[-1], cnorms[-1], cnorms
+
+
+def _replan_sqp(problem, settings, plan, state, multipliers: Multipliers, remaining):
+    objective = _Remaining(problem, plan, state, remaining)
+    shape = plan.coefficients.shape
+
+    def effort(x):
+        return partial_effort(plan.with_coefficients(jnp.reshape(x, shape)), remaining * problem.dt)
+
+    def miss(x):
+        return objective.miss(jnp.reshape(x, shape))
+
+    r = solve(effort, miss, jnp.ravel(plan.coefficients), multipliers.lam, settings)
+    plan = plan.with_coefficients(jnp.reshape(r.x, shape))
+    miss_history = r.history["residual_norm"]
+    return plan, multipliers._replace(lam=r.multipliers), r.cost, miss_history[-1], miss_history
 
 
 @xla_options.filter_jit
@@ -205,7 +240,8 @@ def replan(problem, plans, states, multipliers, remaining, settings=None):
     the last two the model's prediction on the remaining horizon, `(K,)` each."""
     settings = DEFAULT_REPLAN_SETTINGS if settings is None else settings
     remaining = jnp.asarray(remaining, jnp.int32)
-    return call_filtered(_replan_program, problem, settings, plans, states, multipliers, remaining)
+    args = (problem, settings, plans, states, multipliers, remaining)
+    return call_filtered(_replan_program, *args)[:4]  # the program's fifth: the miss by iteration
 
 
 @xla_options.filter_jit
@@ -246,11 +282,14 @@ def restart(multipliers: Multipliers, warm: bool, settings=None) -> Multipliers:
     """A re-plan's starting multipliers: warm, the previous plan's `λ`, `μ`, `ρ` (the
     augmented Lagrangian continued: with `ρ` reset to `ρ₀` the first re-plans of disturbed
     plants missed by as much as the open loop, a moderate `ρ` leaving a miss of order
-    `Δλ/ρ`); cold, `λ = 0`, `μ = 0`, `ρ = ρ₀` (`settings.rho0`)."""
+    `Δλ/ρ`); cold, `λ = 0`, `μ = 0`, `ρ = ρ₀` (`settings.rho0`; the SQP reads only `λ`,
+    and its `ρ` is kept)."""
     if warm:
         return multipliers
     settings = DEFAULT_REPLAN_SETTINGS if settings is None else settings
-    rho = jnp.full_like(multipliers.rho, settings.rho0)
+    rho = multipliers.rho
+    if isinstance(settings, AugmentedLagrangian):
+        rho = jnp.full_like(rho, settings.rho0)
     return Multipliers(jnp.zeros_like(multipliers.lam), jnp.zeros_like(multipliers.mu), rho)
 
 
@@ -264,7 +303,7 @@ def run_mpc(
     multipliers: Multipliers,
     scenarios: Scenarios,
     replan_every=None,
-    settings: AugmentedLagrangian | None = None,
+    settings: SQP | AugmentedLagrangian | None = None,
     warm: bool = True,
 ) -> MPCResult:
     """Receding-horizon control of every scenario: plan 0 is `coefficients` (the open-loop
