@@ -168,20 +168,21 @@ def cold_start(plan, state, shift):
 
 class _Remaining(eqx.Module):
     """The re-plan's objective `p -> (f, c)`: the model from the measured `state` driven by
-    `plan` with coefficients `p`, simulated the problem's `n_steps`, `x(T)` read at step
-    `remaining`;
-    `f` the plan's effort on `[0, remaining·dt]`, `c = x(T)[:2] − x*`."""
+    `plan` with coefficients `p`, the first `remaining` of the problem's `n_steps` steps
+    taken, `x(T)` after them; `f` the plan's effort on `[0, remaining·dt]`, `c = x(T)[:2] −
+    x*` (`effort` and `miss` each alone)."""
 
     problem: Any
     plan: Any
     state: Any
     remaining: jax.Array
 
-    def miss(self, p):
-        """`c = x(T)[:2] − x*` alone."""
-        return self(p)[1]
+    def effort(self, p):
+        """`f`, the plan's effort on `[0, remaining·dt]` (no simulation)."""
+        return partial_effort(self.plan.with_coefficients(p), self.remaining * self.problem.dt)
 
-    def __call__(self, p):
+    def miss(self, p):
+        """`c = x(T)[:2] − x*`."""
         pb, plan = self.problem, self.plan.with_coefficients(p)
         model = eqx.tree_at(pb.slot.get, pb.model, plan)
         # the integrator's steps in a plain scan (as the plant's, `advance`), differentiated
@@ -192,8 +193,11 @@ class _Remaining(eqx.Module):
         end, _, _ = advance(
             pb.integrator, model, self.state, pb.dt, pb.n_steps, upto=self.remaining
         )
-        f = partial_effort(plan, self.remaining * pb.dt)
-        return f, end.x[:2] - target_of(pb)
+        return end.x[:2] - target_of(pb)
+
+    def __call__(self, p):
+        c = self.miss(p)  # first: the augmented Lagrangian's program keeps its operations' order
+        return self.effort(p), c
 
 
 def _replan_one(problem, settings, plan, state, multipliers: Multipliers, remaining):
@@ -214,7 +218,7 @@ def _replan_sqp(problem, settings, plan, state, multipliers: Multipliers, remain
     shape = plan.coefficients.shape
 
     def effort(x):
-        return partial_effort(plan.with_coefficients(jnp.reshape(x, shape)), remaining * problem.dt)
+        return objective.effort(jnp.reshape(x, shape))
 
     def miss(x):
         return objective.miss(jnp.reshape(x, shape))

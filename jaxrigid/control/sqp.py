@@ -91,9 +91,10 @@ def solve(f, c, x0, multipliers0, settings: SQP = SQP()) -> SQPResult:
     """`settings.n_iterations` SQP iterations (the module's docstring) from `x0 (n,)`, with
     `multipliers0 (m,)` as `λ` until the first solve. `f: (n,) -> ()`, `c: (n,) -> (m,)`.
 
-    `c` and its derivative appear once each in the program (build cost): an iteration
-    linearises at its iterate and first updates `B` with the step that led there, and its
-    line search evaluates the merit in one loop, the first trial included."""
+    The linearisation (`c` with its `m` reverse passes) and the merit (`c`'s forward pass)
+    appear once each in the program (build cost): an iteration linearises at its iterate and
+    first updates `B` with the step that led there, and its line search evaluates the merit
+    in one loop, the first trial included."""
     eps = jnp.finfo(x0.dtype).eps
     n, m = x0.shape[0], multipliers0.shape[0]
     B0 = jax.hessian(f)(x0)
