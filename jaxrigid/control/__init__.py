@@ -50,6 +50,8 @@ from .presets import default_settings as default_settings
 from .presets import get_problem as get_problem
 from .presets import initial_guesses as initial_guesses
 from .presets import parametrised_slot as parametrised_slot
+from .region import OpenLoopOptima as OpenLoopOptima
+from .region import open_loop_optima as open_loop_optima
 from .region import reach_region as reach_region
 from .region import sample_tasks as sample_tasks
 from .scenarios import Replay as Replay

@@ -59,6 +59,7 @@ __all__ = [
     "partial_effort",
     "replan",
     "replan_iterations",
+    "replan_one",
     "replan_steps",
     "restart",
     "run_mpc",
@@ -200,7 +201,12 @@ class _Remaining(eqx.Module):
         return self.effort(p), c
 
 
-def _replan_one(problem, settings, plan, state, multipliers: Multipliers, remaining):
+def replan_one(problem, settings, plan, state, multipliers: Multipliers, remaining):
+    """One scenario's re-plan, unbatched (`replan` maps it over the scenarios): `(plan,
+    multipliers, effort, miss, miss_by_iteration)`, the last three the model's prediction on
+    the remaining horizon (`miss` the norm). With `state` the problem's initial state and
+    `remaining` its `n_steps`, from zero coefficients, it is the open-loop problem itself
+    (`region.open_loop_optima`)."""
     if isinstance(settings, SQP):
         return _replan_sqp(problem, settings, plan, state, multipliers, remaining)
     objective = _Remaining(problem, plan, state, remaining)
@@ -231,7 +237,7 @@ def _replan_sqp(problem, settings, plan, state, multipliers: Multipliers, remain
 
 @xla_options.filter_jit
 def _replan_program(problem, settings, plans, states, multipliers, remaining):
-    one = lambda pl, s, m: _replan_one(problem, settings, pl, s, m, remaining)  # noqa: E731
+    one = lambda pl, s, m: replan_one(problem, settings, pl, s, m, remaining)  # noqa: E731
     with reported_in_outcome():
         return jax.vmap(one)(plans, states, multipliers)
 

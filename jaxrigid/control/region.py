@@ -16,23 +16,46 @@ with its step numbers; evaluation `split="heldout"`).
 `reach_region(...)` is the family's `ControlProblem`: reach-point's model, integrator and
 step with a B-spline whose knot spacing divides the control interval (`mpc.basis_size`); its
 target (the origin) is a placeholder, each rollout's target is its task's.
+
+`open_loop_optima(problem, tasks)` is each task's open-loop optimum on the model (what a
+policy's effort is compared with, and whether a target is within reach at all): least effort
+`∫₀ᵀ Σᵢ θ̈ᵢ² dt` subject to `x(T)[:2] = x*` from the task's rails: MPC's re-plan
+(`mpc.replan_one`, SQP) over the whole horizon from rest (zero coefficients), with the task's
+target, every task in one program under `vmap`. A task whose optimum's miss stays above a
+tolerance was not reached in the budget; that alone does not show it out of reach.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .. import xla_options
 from .._checks import is_integer
-from .closed_loop import Tasks
+from .._input_checks import reported_in_outcome
+from ..program_store import call_filtered
+from .closed_loop import Tasks, check_policy_problem
 from .costs import FinalPosition
-from .mpc import basis_size
+from .mpc import Multipliers, basis_size, replan_one
 from .presets import reach_point
+from .scenarios import target_of
+from .sqp import SQP
 
-__all__ = ["HORIZON", "RADIUS", "SPLITS", "reach_region", "sample_tasks"]
+__all__ = [
+    "HORIZON",
+    "OPEN_LOOP_SETTINGS",
+    "RADIUS",
+    "SPLITS",
+    "OpenLoopOptima",
+    "open_loop_optima",
+    "reach_region",
+    "sample_tasks",
+]
 
 RADIUS = 2.0
 """`ρ`: the targets' disc radius around the start."""
@@ -84,3 +107,72 @@ def sample_tasks(
     target = jnp.stack([r * jnp.cos(phi), r * jnp.sin(phi)], axis=-1)
     v = jax.random.uniform(k_theta, (count, n_masses), dtype, -1.0, 1.0)
     return Tasks(target, -math.pi / 2 + spread * v)
+
+
+OPEN_LOOP_SETTINGS = SQP(n_iterations=40)
+"""The per-task optimum's budget (`open_loop_optima`): 40 SQP iterations from rest (50
+held-out targets at `dt = 0.05` needed 3–28 to a miss below 1e-8:
+`bench/reach_region_open_loop.py`)."""
+
+
+class OpenLoopOptima(NamedTuple):
+    """Per task (leading axis `B`): `coefficients (B, M, n)` the plan found; `effort (B,)` its
+    `∫₀ᵀ Σᵢ θ̈ᵢ² dt`; `miss (B,)` `|x(T)[:2] − x*|` of its run on the model; `multipliers
+    (B, 2)` the constraint's `λ`; `miss_by_iteration (B, N)` `|x(T)[:2] − x*|` after each SQP
+    iteration."""
+
+    coefficients: jax.Array
+    effort: jax.Array
+    miss: jax.Array
+    multipliers: jax.Array
+    miss_by_iteration: jax.Array
+
+
+def _optimum(problem, settings: SQP, target, theta0):
+    """One task's SQP from rest: the plan (P1) from `θ(0) = theta0`, `θ̇(0) = 0`, zero
+    coefficients, re-planned over the whole horizon from the initial state."""
+    problem = eqx.tree_at(lambda p: p.constraints[0].target, problem, target)
+    zero = jnp.zeros_like(problem.control.coefficients)
+    theta0 = jnp.asarray(theta0, zero.dtype)
+    plan = eqx.tree_at(
+        lambda p: (p.coefficients, p.theta0, p.theta_dot0),
+        problem.control,
+        (zero, theta0, 0 * theta0),
+    )
+    start = Multipliers(
+        jnp.zeros((2,), zero.dtype), jnp.zeros((0,), zero.dtype), jnp.ones((), zero.dtype)
+    )
+    steps = jnp.asarray(problem.n_steps, jnp.int32)
+    plan, found, effort, miss, history = replan_one(
+        problem, settings, plan, problem.state0, start, steps
+    )
+    return plan.coefficients, effort, miss, found.lam, history
+
+
+@xla_options.filter_jit
+def _optima_program(problem, settings, targets, theta0s):
+    one = lambda x, th: _optimum(problem, settings, x, th)  # noqa: E731
+    with reported_in_outcome():
+        return jax.vmap(one)(targets, theta0s)
+
+
+def open_loop_optima(problem, tasks: Tasks, settings: SQP = OPEN_LOOP_SETTINGS) -> OpenLoopOptima:
+    """Each task's open-loop optimum on `problem`'s model (`reach_region()`'s, any step and
+    integrator): least effort subject to reaching its target, by `settings.n_iterations` SQP
+    iterations from rest, all tasks in one program. The tasks' `miss` says which were
+    reached (the constraint holds to rounding after a few iterations where it converges)."""
+    check_policy_problem(problem)
+    target_of(problem)  # a final-position constraint alone (ValueError otherwise)
+    if not isinstance(settings, SQP):
+        raise TypeError(f"settings must be control.sqp.SQP, got {type(settings).__name__}")
+    dtype = problem.control.coefficients.dtype
+    targets = jnp.asarray(tasks.target, dtype)
+    theta0s = jnp.asarray(tasks.theta0, dtype)
+    if targets.ndim != 2 or targets.shape[1] != 2 or theta0s.shape != (
+        targets.shape[0], problem.model.n_masses,
+    ):  # fmt: skip
+        raise ValueError(
+            f"tasks must be targets (B, 2) and theta0 (B, {problem.model.n_masses}), got "
+            f"{targets.shape} and {theta0s.shape}"
+        )
+    return OpenLoopOptima(*call_filtered(_optima_program, problem, settings, targets, theta0s))
