@@ -5,8 +5,9 @@ costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `si
 named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`),
 receding-horizon control on them (`mpc`), and feedback policies trained through the
 simulator (`policies`, `closed_loop`, `training`, `policy_io`; the `reach-region` family,
-`region`)."""
+`region`) or learnt from MPC (`imitation`)."""
 
+from . import imitation as imitation
 from . import mpc as mpc
 from .closed_loop import Tasks as Tasks
 from .closed_loop import closed_loop_rollout as closed_loop_rollout
