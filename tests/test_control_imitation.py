@@ -97,9 +97,15 @@ def test_on_the_nominal_plant_the_expert_keeps_the_optimum(runs):
 def test_a_tolerance_never_crossed_replays_the_optimum(runs):
     """Tolerance 10 (a disc no miss leaves): the expert holds the optimum's tails, and the
     rollout is `scenarios.replay`'s open loop on the same plant, a separate program: miss
-    and effort to 1e-12 (rounding over 20 steps; measured 1.4e-14 and 4e-15)."""
-    *_, run, open_loop = runs
+    and effort to 1e-12 (rounding over 20 steps; measured 1.4e-14 and 4e-15), as is
+    `region.replay_optima`'s miss (per task, the command's open loop for reach-region)."""
+    problem, optimum, _, run, open_loop = runs
     np.testing.assert_allclose(run.miss[2], open_loop.miss[0], rtol=1e-12)
+    # `region.replay_optima`, each task's plan on its own plant, is the same open loop
+    task = region.sample_tasks(0, 1, "heldout", 0)
+    disturbed = draw_scenarios(3, 1, 0.05, 2, problem.t_end)
+    alone = region.replay_optima(problem, task, optimum.coefficients, disturbed)
+    np.testing.assert_allclose(alone, open_loop.miss, rtol=1e-12)
     np.testing.assert_allclose(run.effort[2], open_loop.effort[0], rtol=1e-12)
 
 

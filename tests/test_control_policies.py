@@ -29,7 +29,7 @@ from jaxrigid.control.closed_loop import (
 from jaxrigid.control.policies import LinearFeedback, MLPPolicy, active_rows
 from jaxrigid.control.policy_io import MAGIC, load_policy, save_policy
 from jaxrigid.control.presets import reach_point
-from jaxrigid.control.region import RADIUS, reach_region, sample_tasks
+from jaxrigid.control.region import RADIUS, open_loop_optima, reach_region, sample_tasks
 from jaxrigid.control.scenarios import draw_scenarios, replay
 from jaxrigid.control.training import TrainSettings, _stages
 
@@ -278,10 +278,18 @@ def test_train_policy_command_float32(tmp_path):
     assert header["metadata"]["family"] == "reach-region"
     assert policy.mlp.layers[0].weight.dtype == jnp.float32
     rc, stdout, stderr = _control(["reach-region", "--feedback", "policy", "--policy", str(out),
-                                   "--scenarios", "4", "--seed", "5", "--json"])  # fmt: skip
+                                   "--scenarios", "4", "--seed", "5", "--open-loop-sample", "2",
+                                   "--json"])  # fmt: skip
     assert rc == 0, stderr
     ev = json.loads(stdout)
-    assert ev["feedback"] == "policy" and ev["scenarios"] == 4 and ev["open_loop_miss"] is None
+    assert ev["feedback"] == "policy" and ev["scenarios"] == 4
+    # the first 2 targets' own open-loop optima (float32, as the policy), replayed
+    assert ev["open_loop_sample"] == 2 and 0 <= ev["open_loop_reached"] <= 2
+    problem = reach_region(dt=DT, dtype=jnp.float32)
+    optima = open_loop_optima(problem, sample_tasks(5, 2, "heldout", 0, dtype=jnp.float32))
+    assert ev["open_loop_effort"] == pytest.approx(float(np.median(optima.effort)), rel=1e-6)
+    assert ev["open_loop_reached"] == int(np.sum(np.asarray(optima.miss) <= 5e-4))
+    assert math.isfinite(ev["open_loop_miss"]) and ev["open_loop_miss"] <= ev["open_loop_miss_p90"]
     # evaluated on the held-out stream of `--seed`, never a training draw
     heldout = np.asarray(sample_tasks(5, 4, "heldout", 0, dtype=jnp.float32).target)
     np.testing.assert_array_equal(np.asarray(ev["heldout_targets"], np.float32), heldout)
@@ -297,6 +305,18 @@ def test_train_policy_command_float32(tmp_path):
         (["reach-region", "--feedback", "policy"], "--feedback policy needs --policy FILE"),
         (["reach-region", "--feedback", "policy", "--policy", "nowhere.eqx"], "--policy: "),
         (["follow-circle", "--feedback", "policy"], "problem must be one of reach-region"),
+        (
+            [
+                "reach-region",
+                "--feedback",
+                "policy",
+                "--policy",
+                "p.eqx",
+                "--open-loop-sample",
+                "-1",
+            ],
+            "--open-loop-sample must be ≥ 0, got -1",
+        ),  # fmt: skip
     ],
 )
 def test_policy_command_bad_input(args, message, tmp_path):

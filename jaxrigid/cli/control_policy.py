@@ -14,7 +14,10 @@ saved one on disturbed scenarios (`jaxrigid.control.closed_loop`).
 evaluates on its held-out stream (`--seed` picks both streams; held-out tasks are never
 drawn in training). `reach-point` optimises the open loop, then trains a `LinearFeedback`
 around it; its evaluation compares with the open loop replayed on the same scenarios (the
-policy's nominal plan: zero gains). `--out` for training is the policy file (a path without
+policy's nominal plan: zero gains); `reach-region`'s with the first `--open-loop-sample`
+(50) held-out targets' own open-loop optima (`region.open_loop_optima`) replayed on their
+scenarios, and the policy's effort over the optimum's per target (`effort_ratio`, the
+median). `--out` for training is the policy file (a path without
 a suffix is a directory, the file `FAMILY-policy.eqx` in it). Progress: a line on stderr
 every `--log-every` steps. With `--json` one object on stdout.
 """
@@ -36,6 +39,8 @@ from .output import jsonable
 FAMILIES = ("reach-region", "reach-point")
 DTYPES = ("float64", "float32")
 INTERVAL = 0.5  # the control interval H = T/10 of both families
+OPEN_LOOP_SAMPLE = 50  # the issue's sample of targets for the effort against the optimum
+REACHED = 5e-4  # an optimum reaches its target: a hundredth of the policies' success (0.05)
 
 
 def add_policy_arguments(p) -> None:
@@ -54,6 +59,13 @@ def add_policy_arguments(p) -> None:
         "--effort-weight", type=float, default=1e-2, help="w in the loss (miss/0.1)² + w·effort"
     )
     g.add_argument("--init", help="train-policy: continue from this policy file (same family)")
+    g.add_argument(
+        "--open-loop-sample",
+        type=int,
+        default=OPEN_LOOP_SAMPLE,
+        help="--feedback policy on reach-region: the first N held-out targets' open-loop optima "
+        f"(default {OPEN_LOOP_SAMPLE}; 0: none)",
+    )
 
 
 def _family(name) -> str:
@@ -227,6 +239,34 @@ def cmd_train_policy(args) -> int:
     return 0
 
 
+def _region_open_loop(problem, tasks, scenarios, closed, n: int) -> dict:
+    """The first `n` held-out tasks' open-loop optima (`region.open_loop_optima`) replayed on
+    their scenarios (`region.replay_optima`): medians, and the policy's effort over the
+    optimum's per reached target (miss ≤ `REACHED`)."""
+    import jax
+
+    from ..control import region
+    from ..control.closed_loop import Tasks
+    from ..progress import phase
+
+    sample = Tasks(tasks.target[:n], tasks.theta0[:n])
+    with phase(f"reach-region: the open-loop optima of {n} held-out target(s)"):
+        optima = region.open_loop_optima(problem, sample)
+    first = jax.tree_util.tree_map(lambda a: a[:n], scenarios)
+    miss = np.asarray(region.replay_optima(problem, sample, optima.coefficients, first))
+    effort = np.asarray(optima.effort)
+    reached = np.asarray(optima.miss) <= REACHED
+    ratio = np.asarray(closed.effort)[:n][reached] / effort[reached]
+    return {
+        "open_loop_sample": n,
+        "open_loop_reached": int(reached.sum()),
+        "open_loop_miss": float(np.median(miss)),
+        "open_loop_miss_p90": float(np.percentile(miss, 90)),
+        "open_loop_effort": float(np.median(effort)),
+        "effort_ratio": float(np.median(ratio)) if reached.any() else None,
+    }
+
+
 def cmd_policy(args) -> int:
     """`jaxrigid control PROBLEM --feedback policy --policy FILE`."""
     import jax
@@ -242,6 +282,8 @@ def cmd_policy(args) -> int:
         raise UsageError(f"--feedback policy: problem must be one of {', '.join(FAMILIES)}")
     if not args.policy:
         raise UsageError("--feedback policy needs --policy FILE (from train-policy)")
+    if args.open_loop_sample < 0:
+        raise UsageError(f"--open-loop-sample must be ≥ 0, got {args.open_loop_sample}")
     try:
         policy, header = load_policy(args.policy)
     except (OSError, ValueError) as err:
@@ -300,7 +342,9 @@ def cmd_policy(args) -> int:
     }
     if family == "reach-region":
         report["heldout_targets"] = np.asarray(tasks.target).tolist()
-        report["open_loop"] = "not computed for reach-region: one optimisation per target"
+        n = min(K, args.open_loop_sample)
+        if n > 0:
+            report.update(_region_open_loop(problem, tasks, scenarios, closed, n))
     report = jsonable(report)
     if args.json:
         print(json.dumps(report, allow_nan=False))

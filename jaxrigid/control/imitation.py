@@ -8,15 +8,15 @@ on the model. So a policy can be fitted to it by regression, without a simulatio
 
     label(o) = re-plan(o)[:rows],     min_π  E_o |π(o) − label(o)|²_W                     (I1)
 
-(`rows`: the coefficients with a basis function nonzero on the interval, `policies.active_rows`;
-`W` a fixed diagonal weight, one over the labels' spread per output). A rollout (`expert_rollout`)
-runs the closed loop of `closed_loop` on disturbed plants; at the start `tₖ` of every interval the
-expert re-plans the remaining horizon on the model from the plant's state and the rails' `θₖ`,
-`θ̇ₖ`, warm-started from its previous plan shifted by `H` (`mpc.warm_start`, `θₖ`, `θ̇ₖ` put
-to the rails' actual ones) and at `t₀` from the task's open-loop optimum; the interval is then
-driven by the expert's plan or by the policy (`expert_drives`, per rollout). The states the
-policy meets are then labelled too (DAgger: Ross, Gordon & Bagnell, AISTATS 2011, Algorithm 3.1,
-with `β = 1` in round 0 and `0` after):
+(`rows`: the coefficients with a basis function nonzero on the interval,
+`policies.active_rows`; `W` a fixed diagonal weight, one over the labels' root mean square per
+output). A rollout (`expert_rollout`) runs the closed loop of `closed_loop` on disturbed
+plants; at the start `tₖ` of every interval the expert re-plans the remaining horizon on the
+model from the plant's state and the rails' `θₖ`, `θ̇ₖ`, warm-started from its previous plan
+shifted by `H` (`mpc.warm_start`, `θₖ`, `θ̇ₖ` put to the rails' actual ones) and at `t₀` from
+the task's open-loop optimum; the interval is then driven by the expert's plan or by the policy
+(`expert_drives`, per rollout). The states the policy meets are then labelled too (DAgger:
+Ross, Gordon & Bagnell, AISTATS 2011, Algorithm 3.1, with `β = 1` in round 0 and `0` after):
 
     round 0: the expert drives;  round j ≥ 1: π_{j−1} drives;  π_j fits (I1) on all rounds' data.
 
@@ -29,7 +29,10 @@ otherwise it re-plans to the disc's nearest point,
 
     x*ₖ = x* + r (x̂(T) − x*)/|x̂(T) − x*|,     x̂(T) the held plan's prediction          (I2)
 
-(`r = 0`: MPC's re-plan exactly). `last_replan` stops re-planning after an interval.
+(`r = 0`: MPC's re-plan exactly). `last_replan` stops re-planning after an interval. With
+`r > 0` a label depends on the held plan, not on the observation alone: a history a policy
+does not see (bench/README.md, "reach_region_imitation.py", measures what each costs and
+what a regression on the labels achieved).
 
 `fit` minimises (I1) by `optax.adam` over random mini-batches, every step of a call in one
 program (`lax.scan`). `expert_rollout` is one program: a `lax.scan` over the intervals whose

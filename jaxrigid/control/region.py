@@ -23,6 +23,8 @@ policy's effort is compared with, and whether a target is within reach at all): 
 (`mpc.replan_one`, SQP) over the whole horizon from rest (zero coefficients), with the task's
 target, every task in one program under `vmap`. A task whose optimum's miss stays above a
 tolerance was not reached in the budget; that alone does not show it out of reach.
+`replay_optima` runs each task's optimum unchanged on its own disturbed plant (the open loop a
+policy is compared with).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from .closed_loop import Tasks, check_policy_problem
 from .costs import FinalPosition
 from .mpc import Multipliers, basis_size, replan_one
 from .presets import reach_point
-from .scenarios import target_of
+from .scenarios import Scenarios, advance, kick_steps, plant, target_of
 from .sqp import SQP
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "SPLITS",
     "OpenLoopOptima",
     "open_loop_optima",
+    "replay_optima",
     "reach_region",
     "sample_tasks",
 ]
@@ -176,3 +179,42 @@ def open_loop_optima(problem, tasks: Tasks, settings: SQP = OPEN_LOOP_SETTINGS) 
             f"{targets.shape} and {theta0s.shape}"
         )
     return OpenLoopOptima(*call_filtered(_optima_program, problem, settings, targets, theta0s))
+
+
+def _replay_one(problem, coefficients, theta0, target, scenario: Scenarios, at):
+    plan = eqx.tree_at(
+        lambda p: (p.coefficients, p.theta0, p.theta_dot0),
+        problem.control,
+        (coefficients, theta0, jnp.zeros_like(theta0)),
+    )
+    model = plant(eqx.tree_at(problem.slot.get, problem.model, plan), scenario)
+    final, _, ok = advance(
+        problem.integrator, model, problem.state0, problem.dt, problem.n_steps,
+        kicks=scenario.kicks, at=at,
+    )  # fmt: skip
+    return jnp.where(ok, jnp.linalg.norm(final.x[:2] - target), jnp.nan)
+
+
+@xla_options.filter_jit
+def _replay_program(problem, coefficients, targets, theta0s, scenarios, at):
+    one = lambda c, th, x, s, a: _replay_one(problem, c, th, x, s, a)  # noqa: E731
+    with reported_in_outcome():
+        return jax.vmap(one)(coefficients, theta0s, targets, scenarios, at)
+
+
+def replay_optima(problem, tasks: Tasks, coefficients, scenarios: Scenarios):
+    """Each task's open-loop plan (`coefficients (B, M, n)`, `open_loop_optima`'s) run
+    unchanged on its own disturbed plant (`scenarios`, one per task, kicks included), as
+    `scenarios.replay` runs one plan on many: the miss `|x(T)[:2] − x*|` per task `(B,)`, NaN
+    where a plant step failed."""
+    dtype = problem.control.coefficients.dtype
+    coefficients = jnp.asarray(coefficients, dtype)
+    B = coefficients.shape[0]
+    if tasks.target.shape[0] != B or scenarios.count != B:
+        raise ValueError(
+            f"tasks, coefficients and scenarios must be one per task: {tasks.target.shape[0]}, "
+            f"{B} and {scenarios.count}"
+        )
+    at = kick_steps(scenarios, problem.dt)
+    targets, theta0s = jnp.asarray(tasks.target, dtype), jnp.asarray(tasks.theta0, dtype)
+    return call_filtered(_replay_program, problem, coefficients, targets, theta0s, scenarios, at)
