@@ -41,6 +41,7 @@ __all__ = [
     "LossWeights",
     "Tasks",
     "closed_loop_rollout",
+    "drive_interval",
     "interval_maps",
     "linear_feedback",
     "loss_and_grad",
@@ -110,6 +111,26 @@ def interval_maps(problem, H: float) -> IntervalMaps:
     return IntervalMaps((d2 * weights[:, None]).T @ d2, plan._phi(at), jax.jacfwd(plan._phi)(at))
 
 
+def drive_interval(problem, maps, m: int, scenario: Scenarios, at, k, state, theta, theta_dot, c):
+    """Interval `k` of a closed loop: the plan (F1) with coefficients `c (M, n)` from the
+    rails' `θₖ`, `θ̇ₖ` run for `m` steps on the scenario's plant (kicks included). Returns
+    `(state, xs, ok, θₖ₊₁, θ̇ₖ₊₁, effort)`: the plant after it, its centre at every step, its
+    `ok`, the rails at `H` and the interval's `∫₀ᴴ Σθ̈²` (`IntervalMaps`)."""
+    dt = problem.dt
+    plan = eqx.tree_at(
+        lambda p: (p.coefficients, p.theta0, p.theta_dot0), problem.control, (c, theta, theta_dot)
+    )
+    model = plant(eqx.tree_at(problem.slot.get, problem.model, plan), scenario)
+    state, xs, ok = advance(
+        problem.integrator, model, state, dt, m, step0=k * m, kicks=scenario.kicks, at=at
+    )
+    theta, theta_dot = (
+        theta + theta_dot * (m * dt) + maps.phi @ c,
+        theta_dot + maps.dphi @ c,
+    )
+    return state, xs, ok, theta, theta_dot, jnp.sum(c * (maps.gram @ c))
+
+
 def _one(problem, policy, m: int, R: int, maps, scenario: Scenarios, at, target, theta0):
     """One rollout (C1), unbatched."""
     dt = problem.dt
@@ -126,18 +147,10 @@ def _one(problem, policy, m: int, R: int, maps, scenario: Scenarios, at, target,
         )  # fmt: skip
         rows = policy(obs)
         c = zero_c.at[: rows.shape[0]].set(rows.astype(zero_c.dtype))
-        plan = eqx.tree_at(
-            lambda p: (p.coefficients, p.theta0, p.theta_dot0), plan0, (c, theta, theta_dot)
+        state, xs, ok_k, theta, theta_dot, e = drive_interval(
+            problem, maps, m, scenario, at, k, state, theta, theta_dot, c
         )
-        model = plant(eqx.tree_at(problem.slot.get, problem.model, plan), scenario)
-        state, xs, ok_k = advance(
-            problem.integrator, model, state, dt, m, step0=k * m, kicks=scenario.kicks, at=at
-        )
-        theta, theta_dot = (
-            theta + theta_dot * (m * dt) + maps.phi @ c,
-            theta_dot + maps.dphi @ c,
-        )
-        effort = effort + jnp.sum(c * (maps.gram @ c))
+        effort = effort + e
         return (state, theta, theta_dot, effort, ok & ok_k), (features(obs), xs)
 
     state0 = problem.state0

@@ -51,10 +51,17 @@ import optax
 from .. import xla_options
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
-from .closed_loop import Tasks, check_policy_problem, interval_maps, interval_sizes
-from .mpc import DEFAULT_REPLAN_SETTINGS, Multipliers, _Remaining, replan_one, warm_start
+from .closed_loop import (
+    Tasks,
+    check_policy_problem,
+    drive_interval,
+    interval_maps,
+    interval_sizes,
+)  # fmt: skip
+from .mpc import DEFAULT_REPLAN_SETTINGS, Multipliers, predicted_offset, replan_one, warm_start
 from .policies import Observation, active_rows
-from .scenarios import Scenarios, advance, kick_steps, plant, target_of
+from .region import task_plan
+from .scenarios import Scenarios, kick_steps, target_of
 from .sqp import SQP
 
 __all__ = ["ExpertRun", "FitSettings", "expert_rollout", "fit", "flatten", "label_weights"]
@@ -63,7 +70,9 @@ __all__ = ["ExpertRun", "FitSettings", "expert_rollout", "fit", "flatten", "labe
 class ExpertRun(NamedTuple):
     """Per rollout (leading axis `B`): `observations` (an `Observation` of `(B, R, ...)`
     arrays, what the policy saw at each interval's start), `labels (B, R, rows, n)` the
-    expert's coefficients there (I1), `predicted_miss (B, R)` its re-plan's miss on the model,
+    expert's coefficients there (I1), `predicted_miss (B, R)` the model's predicted miss of
+    the expert's plan: from the point it aimed at where it re-planned (the target itself at
+    tolerance 0), from the target where it kept its plan,
     and the rollout's `miss (B,)` (NaN where not `ok`), `effort (B,)`, `ok (B,)` (C1)."""
 
     observations: Observation
@@ -78,14 +87,11 @@ def _expert_one(
     problem, settings, policy, m, R, maps, scenario, at, target, theta0, c0, drives, last, tol
 ):
     """One rollout, unbatched: `c0` the task's open-loop optimum (plan 0's warm start)."""
-    dt, H = problem.dt, m * problem.dt
+    H = m * problem.dt
     problem = eqx.tree_at(lambda p: p.constraints[0].target, problem, target)
     dtype = problem.control.coefficients.dtype
     theta0 = jnp.asarray(theta0, dtype)
-    first = eqx.tree_at(
-        lambda p: (p.coefficients, p.theta0, p.theta_dot0), problem.control,
-        (c0, theta0, jnp.zeros_like(theta0)),
-    )  # fmt: skip
+    first = task_plan(problem, c0, theta0)
     rows = active_rows(first, H)
     horizon = R * H
     zero_mu, one = jnp.zeros((0,), dtype), jnp.ones((), dtype)
@@ -102,7 +108,7 @@ def _expert_one(
         remaining = problem.n_steps - k * m
         # (I2): the held plan's miss on the model; outside the tolerance disc, re-plan to its
         # nearest point (the target itself at tol = 0)
-        offset = _Remaining(problem, shifted, state, remaining).miss(shifted.coefficients)
+        offset = predicted_offset(problem, shifted, state, remaining)
         distance = jnp.linalg.norm(offset)
         aim = target + offset * (tol / jnp.where(distance > 0, distance, 1.0))
         aimed = eqx.tree_at(lambda p: p.constraints[0].target, problem, aim)
@@ -117,15 +123,10 @@ def _expert_one(
         label = expert.coefficients[:rows]
         c_rows = jnp.where(drives, label, policy(obs).astype(dtype))
         c = jnp.zeros_like(expert.coefficients).at[:rows].set(c_rows)
-        driven = eqx.tree_at(
-            lambda p: (p.coefficients, p.theta0, p.theta_dot0), first, (c, theta, theta_dot)
+        state, _, ok_k, theta, theta_dot, e = drive_interval(
+            problem, maps, m, scenario, at, k, state, theta, theta_dot, c
         )
-        model = plant(eqx.tree_at(problem.slot.get, problem.model, driven), scenario)
-        state, _, ok_k = advance(
-            problem.integrator, model, state, dt, m, step0=k * m, kicks=scenario.kicks, at=at
-        )
-        theta, theta_dot = theta + theta_dot * H + maps.phi @ c, theta_dot + maps.dphi @ c
-        effort = effort + jnp.sum(c * (maps.gram @ c))
+        effort = effort + e
         carry = (state, theta, theta_dot, expert, lam, effort, ok & ok_k)
         return carry, (obs, label, predicted)
 

@@ -57,6 +57,7 @@ __all__ = [
     "basis_size",
     "cold_start",
     "partial_effort",
+    "predicted_offset",
     "replan",
     "replan_iterations",
     "replan_one",
@@ -199,6 +200,12 @@ class _Remaining(eqx.Module):
     def __call__(self, p):
         c = self.miss(p)  # first: the augmented Lagrangian's program keeps its operations' order
         return self.effort(p), c
+
+
+def predicted_offset(problem, plan, state, remaining):
+    """`x(T)[:2] − x*` of `plan` run on the model from `state` for the `remaining` steps (the
+    re-plan's constraint at the plan's own coefficients)."""
+    return _Remaining(problem, plan, state, remaining).miss(plan.coefficients)
 
 
 def replan_one(problem, settings, plan, state, multipliers: Multipliers, remaining):

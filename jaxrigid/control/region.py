@@ -45,7 +45,7 @@ from .closed_loop import Tasks, check_policy_problem
 from .costs import FinalPosition
 from .mpc import Multipliers, basis_size, replan_one
 from .presets import reach_point
-from .scenarios import Scenarios, advance, kick_steps, plant, target_of
+from .scenarios import Scenarios, kick_steps, replay_one, target_of
 from .sqp import SQP
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "replay_optima",
     "reach_region",
     "sample_tasks",
+    "task_plan",
 ]
 
 RADIUS = 2.0
@@ -136,12 +137,7 @@ def _optimum(problem, settings: SQP, target, theta0):
     coefficients, re-planned over the whole horizon from the initial state."""
     problem = eqx.tree_at(lambda p: p.constraints[0].target, problem, target)
     zero = jnp.zeros_like(problem.control.coefficients)
-    theta0 = jnp.asarray(theta0, zero.dtype)
-    plan = eqx.tree_at(
-        lambda p: (p.coefficients, p.theta0, p.theta_dot0),
-        problem.control,
-        (zero, theta0, 0 * theta0),
-    )
+    plan = task_plan(problem, zero, theta0)
     start = Multipliers(
         jnp.zeros((2,), zero.dtype), jnp.zeros((0,), zero.dtype), jnp.ones((), zero.dtype)
     )
@@ -181,18 +177,19 @@ def open_loop_optima(problem, tasks: Tasks, settings: SQP = OPEN_LOOP_SETTINGS) 
     return OpenLoopOptima(*call_filtered(_optima_program, problem, settings, targets, theta0s))
 
 
-def _replay_one(problem, coefficients, theta0, target, scenario: Scenarios, at):
-    plan = eqx.tree_at(
+def task_plan(problem, coefficients, theta0):
+    """The problem's plan (P1) with `coefficients` from the task's rails at rest."""
+    theta0 = jnp.asarray(theta0, coefficients.dtype)
+    return eqx.tree_at(
         lambda p: (p.coefficients, p.theta0, p.theta_dot0),
         problem.control,
         (coefficients, theta0, jnp.zeros_like(theta0)),
     )
-    model = plant(eqx.tree_at(problem.slot.get, problem.model, plan), scenario)
-    final, _, ok = advance(
-        problem.integrator, model, problem.state0, problem.dt, problem.n_steps,
-        kicks=scenario.kicks, at=at,
-    )  # fmt: skip
-    return jnp.where(ok, jnp.linalg.norm(final.x[:2] - target), jnp.nan)
+
+
+def _replay_one(problem, coefficients, theta0, target, scenario: Scenarios, at):
+    model = eqx.tree_at(problem.slot.get, problem.model, task_plan(problem, coefficients, theta0))
+    return replay_one(problem, model, target, scenario, at)[0]
 
 
 @xla_options.filter_jit

@@ -37,7 +37,16 @@ from ..results import RESULTS
 from ..runs.planning import whole_steps
 from .costs import FinalPosition, WeightedSum
 
-__all__ = ["Replay", "Scenarios", "advance", "draw_scenarios", "kick_steps", "plant", "replay"]
+__all__ = [
+    "Replay",
+    "Scenarios",
+    "advance",
+    "draw_scenarios",
+    "kick_steps",
+    "plant",
+    "replay",
+    "replay_one",
+]
 
 KICK_FRACTIONS = (0.25, 0.5)
 """The kick times as fractions of the horizon `T` ((S2): `T/4`, `T/2`)."""
@@ -191,20 +200,24 @@ class Replay(NamedTuple):
     path: jax.Array
 
 
+def replay_one(problem, model, target, scenario: Scenarios, at):
+    """One scenario's plant (`model` with its masses and inertia) run over the whole horizon
+    from the problem's initial state, kicks included: `(miss, path)`, the miss NaN where a
+    plant step failed (`replay`'s, unbatched; `region.replay_optima` maps it over tasks)."""
+    final, xs, ok = advance(
+        problem.integrator, plant(model, scenario), problem.state0, problem.dt,
+        problem.n_steps, kicks=scenario.kicks, at=at,
+    )  # fmt: skip
+    path = jnp.concatenate([problem.state0.x[None], xs])
+    miss = jnp.linalg.norm(final.x[:2] - target)
+    return jnp.where(ok, miss, jnp.nan), path
+
+
 @xla_options.filter_jit
 def _replay_program(problem, coefficients, scenarios: Scenarios, steps):
     model = problem.with_coefficients(coefficients)
     target = target_of(problem)
-
-    def one(s: Scenarios, at):
-        final, xs, ok = advance(
-            problem.integrator, plant(model, s), problem.state0, problem.dt,
-            problem.n_steps, kicks=s.kicks, at=at,
-        )  # fmt: skip
-        path = jnp.concatenate([problem.state0.x[None], xs])
-        miss = jnp.linalg.norm(final.x[:2] - target)
-        return jnp.where(ok, miss, jnp.nan), path
-
+    one = lambda s, at: replay_one(problem, model, target, s, at)  # noqa: E731
     with reported_in_outcome():
         miss, path = jax.vmap(one)(scenarios, steps)
     effort = problem.control.with_coefficients(coefficients).effort()
