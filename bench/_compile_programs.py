@@ -234,8 +234,21 @@ def gradient(members, steps, dt):
 
         return loss
 
+    def method_loss(Pi0, d):
+        # the forward of what the gradient differentiates: under a derivative `simulate`
+        # runs the method alone, without the fast path (`simulation.simulate`)
+        model = RigidBody(jnp.diag(d))
+        sol = jaxrigid.simulate(
+            jaxrigid.IMIDM(fast_path=False), model, RigidBodyState(R0, Pi0), dt, steps,
+            save_every=steps, checks=CHECKS,
+        )  # fmt: skip
+        return score(sol.final_state.R, sol.final_state.Pi)
+
     args = (Pi0, d0)
     out = _loss_pair("IMIDM", "jaxrigid", jaxrigid_loss, args, "simulate(IMIDM()), " + what)
+    desc = "jax.jit(loss): simulate(IMIDM(fast_path=False)), the method the gradient runs, "
+    method = jax.jit(method_loss)
+    out.append(Entry("IMIDM_method", "jaxrigid", "forward", method, args, desc + what))
     for name, solver in (("diffrax_Tsit5", diffrax.Tsit5()), ("diffrax_RK4", RK4())):
         desc = f"diffeqsolve({name[8:]}, ConstantStepSize, RecursiveCheckpointAdjoint), " + what
         out += _loss_pair(name, "diffrax", diffrax_loss(solver), args, desc)

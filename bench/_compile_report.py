@@ -53,6 +53,12 @@ def ratios(entries) -> dict:
             fwd = next(q for q in entries if q["name"] == e["name"] and q["kind"] == "forward")
             key = f"{e['name']} gradient / forward"
             out[key] = {k: _ratio(metrics(e)[k], metrics(fwd)[k]) for k in metrics(e)}
+            # beside it, the forward of the method the gradient runs (no fast path), where
+            # the program has one (`gradient`'s `IMIDM_method`)
+            method = next((q for q in entries if q["name"] == e["name"] + "_method"), None)
+            if method is not None:
+                key = f"{e['name']} gradient / method forward"
+                out[key] = {k: _ratio(metrics(e)[k], metrics(method)[k]) for k in metrics(e)}
     return out
 
 
@@ -112,6 +118,11 @@ def print_tables(record, members, steps):
                 )
         w = prog["process_wall_seconds"]
         print("process wall: " + ", ".join(f"{k} {v:.1f} s" for k, v in w.items()))
+        for phase, r in prog.get("ratios", {}).items():
+            for key, value in r.items():
+                if key.endswith("gradient / method forward"):
+                    run = _f(value.get("run_seconds"))
+                    print(f"{phase}: {key} run {run} (the target compares with `forward`)")
     for t in record.get("targets", []):
         verdict = {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]]
         print(f"target [{t['program']}, {t['phase']}] {t['target']}: {_f(t['value'])} {verdict}")
