@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._callbacks import host_callback
+from .xla_options import quick_build_options
 
 
 def is_integer(n) -> bool:
@@ -214,7 +215,8 @@ def raise_compiled(make_checks, *args, **static) -> None:
             flags = [jnp.any(jnp.asarray(c.bad)) for c in make_checks(*args, **static)]
             return jnp.stack(flags) if flags else jnp.zeros((0,), bool)
 
-        _PROGRAMS[key] = jax.jit(program)
+        # run once per input on a few numbers: XLA's quick build (`xla_options`, "once")
+        _PROGRAMS[key] = jax.jit(program, compiler_options=quick_build_options("once"))
     failed = np.asarray(_PROGRAMS[key](*args))
     if failed.any():
         checks = list(make_checks(*args, **static))
