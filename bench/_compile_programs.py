@@ -391,6 +391,22 @@ def dla_midpoint(members, steps, dt):
     ]
 
 
+def dla_midpoint_direct(members, steps, dt):
+    """`dla_midpoint`'s trajectory with `simulate` called directly (in its own worker: it
+    builds with the method's `build_profile`, `"repeated"`), beside the same RK4 peer."""
+    case = get_case("rolling-ball-passive")
+    model, s0 = case.build(case.resolve({}))
+
+    def run(state):
+        return jaxrigid.simulate(MidpointDLA(), model, state, dt, steps, save_every=steps)
+
+    what = f"rolling-ball-passive, one trajectory, {steps} steps, dt {dt}, end state only"
+    peer = [e for e in dla_midpoint(members, steps, dt) if e.name == "diffrax_RK4"]
+    desc = "simulate(MidpointDLA(), ...) called directly (its check and run programs), " + what
+    direct = Entry("DLA-midpoint_direct", "jaxrigid", "forward", run, (s0,), desc, direct=True)
+    return [direct, *peer]
+
+
 PROGRAMS = {
     "forward": forward,
     "forward_direct": forward_direct,
@@ -398,4 +414,5 @@ PROGRAMS = {
     "rolling_ball": rolling_ball,
     "lp_split": lp_split,
     "dla_midpoint": dla_midpoint,
+    "dla_midpoint_direct": dla_midpoint_direct,
 }

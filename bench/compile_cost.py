@@ -7,8 +7,9 @@ Tsit5/RK4, fixed step), `gradient` (`jax.grad` through one trajectory w.r.t. (Π
 IMIDM against diffrax Tsit5/RK4 with `RecursiveCheckpointAdjoint`; each with its forward),
 `rolling_ball` (the gradient through the two-circles ball, RKMK4 against diffrax RK4 on the
 same vector field), `lp_split` (`LP-split:yoshida6` on the Coulomb wall against diffrax
-Dopri8) and `dla_midpoint` (`DLA-midpoint` on the passive unreduced ball, diffrax RK4 beside
-it); `cli` is `jaxrigid run krysl-torque-free --json`.
+Dopri8), `dla_midpoint` (`DLA-midpoint` on the passive unreduced ball, diffrax RK4 beside
+it) and `dla_midpoint_direct` (the same with `simulate` called directly, built with the
+method's `build_profile`); `cli` is `jaxrigid run krysl-torque-free --json`.
 
 **How.** Each program runs in its own worker process (`--worker NAME`), its jaxrigid programs
 and their diffrax peers side by side: one throw-away compile first (so that no entry pays for
@@ -43,7 +44,10 @@ from pathlib import Path
 import _common as common
 from _compile_report import PHASES, _f, _ratio, print_tables, ratios, targets
 
-ALL = ("forward", "forward_direct", "gradient", "rolling_ball", "lp_split", "dla_midpoint", "cli")
+ALL = (
+    "forward", "forward_direct", "gradient", "rolling_ball", "lp_split", "dla_midpoint",
+    "dla_midpoint_direct", "cli",
+)  # fmt: skip
 
 p = common.parser(__doc__)
 p.add_argument("--members", type=int, default=None, help="ensemble size (1024; quick 16)")

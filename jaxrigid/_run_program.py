@@ -320,7 +320,8 @@ def fast_then_full(integrator, spec, model_axes, layout, args):
             return runner(method, observer, save, *rest)
 
         what = f"{getattr(save, '__module__', '')}.{getattr(save, '__qualname__', save)}"
-        return program_store.call(run, f"{name} save={what}", (method, args[0], *args[2:]))
+        with xla_options.preferred(method.build_profile):
+            return program_store.call(run, f"{name} save={what}", (method, args[0], *args[2:]))
 
     fast = integrator.fast_variant()
     if fast is None:

@@ -27,7 +27,10 @@ build has not been measured.
 
 jaxrigid's own program builders (`simulate`'s runners, `control.optimise`, stored
 programs) read `options()` when they build; the `jaxrigid control` command builds its
-optimiser (`"repeated"`) and its re-simulations (`"once"`) this way. JAX's persistent
+optimiser (`"repeated"`) and its re-simulations (`"once"`) this way. A method may prefer a
+profile for the programs `simulate` builds with it where no `quick_build` block is around
+(`AbstractIntegrator.build_profile`, applied by `preferred`): `DLA-midpoint` builds with
+`"repeated"`; `quick_build(None)` around the call restores XLA's defaults. JAX's persistent
 compilation cache keys on the options, so programs built with different ones are cached
 apart.
 """
@@ -41,15 +44,16 @@ import os
 
 import jax
 
-__all__ = ["options", "quick_build", "quick_build_options"]
+__all__ = ["options", "preferred", "quick_build", "quick_build_options"]
 
 _EMITTER = ("xla_cpu_use_fusion_emitters", False)
 _PROFILES = {
     "once": (("xla_backend_optimization_level", 0), ("xla_llvm_disable_expensive_passes", True)),
     "repeated": (),
 }
+_UNSET = "unset"  # no `quick_build` around: a method's `preferred` profile may apply
 _ACTIVE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "jaxrigid_quick_build", default=None
+    "jaxrigid_quick_build", default=_UNSET
 )
 
 
@@ -104,7 +108,19 @@ def options() -> dict | None:
     """What a program jaxrigid builds now gets: `quick_build_options(profile)` inside
     `quick_build(profile)`, else `None` (XLA's defaults)."""
     profile = _ACTIVE.get()
-    return None if profile is None else quick_build_options(profile)
+    return None if profile in (None, _UNSET) else quick_build_options(profile)
+
+
+@contextlib.contextmanager
+def preferred(profile: str | None):
+    """Within the block, `quick_build(profile)` unless the caller chose a profile (a
+    `quick_build` block around, `None` included): the default of a method whose programs
+    build for long and run no slower with it (`AbstractIntegrator.build_profile`)."""
+    if profile is None or _ACTIVE.get() != _UNSET:
+        yield
+        return
+    with quick_build(profile):
+        yield
 
 
 def key(opts: dict | None) -> tuple:

@@ -155,3 +155,55 @@ def test_the_optimiser_under_a_quick_build_reaches_the_same_optimum():
     # ten multiplier updates leave |c| ≈ 4e-11 here (either build): 1e-9 is that with margin
     assert float(res.residual_norm) < 1e-9
     np.testing.assert_allclose(res.coefficients, [0.5, 0.5], atol=1e-9)
+
+
+def test_a_methods_preferred_profile_applies_only_where_the_caller_chose_none(monkeypatch):
+    """`preferred(profile)` is `quick_build(profile)` outside any `quick_build` block and
+    nothing inside one, `quick_build(None)` (XLA's defaults) included. The options are made
+    visible per profile: in the suite's process a profile's options may all be in effect
+    already (`quick_build_options` then gives `None` for every profile)."""
+    monkeypatch.setattr(xla_options, "quick_build_options", lambda p: {"profile": p})
+    assert xla_options.options() is None
+    with xla_options.preferred("repeated"):
+        assert xla_options.options() == {"profile": "repeated"}
+    with xla_options.preferred(None):
+        assert xla_options.options() is None
+    with jr.quick_build("once"), xla_options.preferred("repeated"):
+        assert xla_options.options() == {"profile": "once"}
+    with jr.quick_build(None), xla_options.preferred("repeated"):
+        assert xla_options.options() is None
+    assert xla_options.options() is None  # every block restored the state before it
+
+
+class _Built(Exception):
+    """Raised by the stand-in for the runner's builder, once it has seen the options."""
+
+
+@pytest.mark.parametrize(
+    ("method", "case", "expected"),
+    [("DLA-midpoint", "rolling-ball-passive", "repeated"), ("IMIDM", "krysl-torque-free", None)],
+)
+def test_simulate_builds_with_the_methods_preferred_profile(monkeypatch, method, case, expected):
+    """A concrete `simulate` call builds its run with the method's `build_profile`
+    (DLA-midpoint: `"repeated"`; IMIDM: none, XLA's defaults), and a caller's
+    `quick_build(None)` overrides it. The runner's builder is replaced by one that records
+    the options it is given and stops before anything is traced."""
+    from jaxrigid import _run_program
+
+    monkeypatch.setattr(xla_options, "quick_build_options", lambda p: {"profile": p})
+    seen = []
+
+    def builder(spec, model_axes, layout, compiler_options=None):
+        seen.append(compiler_options)
+        raise _Built
+
+    monkeypatch.setattr(_run_program, "compiled_runner", builder)
+    c = get_case(case)
+    model, state0 = c.build(c.resolve({}))
+    integrator = jr.get_method(method)
+    assert integrator.build_profile == expected
+    with pytest.raises(_Built):
+        jr.simulate(integrator, model, state0, 0.01, 2)
+    with pytest.raises(_Built), jr.quick_build(None):
+        jr.simulate(integrator, model, state0, 0.01, 2)
+    assert seen == [None if expected is None else {"profile": expected}, None]

@@ -75,6 +75,10 @@ class AbstractIntegrator(eqx.Module):
     # alone with work shared between its stages (LP-split: the kicks at the stage boundaries
     # merged); `compose` uses it, the same method to round-off. None: the generic stages
     fused_composition: ClassVar[type | None] = None
+    # XLA's quick build profile (`xla_options`) for the programs `simulate` builds itself
+    # with this method where the caller chose none: a method whose programs compile for long
+    # and run no slower so (measured, bench/README). None: XLA's defaults
+    build_profile: ClassVar[str | None] = None
 
     def requires(self, model) -> str | None:
         """What this method needs of a model of its `structures` beyond the structure, in words

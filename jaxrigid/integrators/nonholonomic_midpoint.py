@@ -152,6 +152,10 @@ class MidpointDLA(AbstractImplicitIntegrator):
     `x₃ = r`, to round-off."""
 
     name: ClassVar[str] = "DLA-midpoint"
+    # its programs are large (the Lagrangian differentiated to second order): XLA's older
+    # fusion emitter compiles a first call in 4.0-4.3 s against 5.1-6.2 s, and the run is
+    # as fast (bench/README, compile_cost section of 2026-12-01)
+    build_profile: ClassVar[str | None] = "repeated"
     structures = (AbstractLagrangeDAlembert,)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
