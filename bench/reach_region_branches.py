@@ -82,7 +82,8 @@ def optima(targets, theta0s, starts):
 
 
 def labels(tasks, starts):
-    """`(rest, least, effort_rest, effort_least, reached_rest, reached_any, least_is_rest)`."""
+    """Per task: the optimum from rest and the least-effort reached one, their efforts,
+    whether each was reached, the least-effort start's index; per start, the share reached."""
     c, effort, miss = (np.asarray(a) for a in optima(tasks.target, tasks.theta0, starts))
     reached = miss <= REACHED
     masked = np.where(reached, effort, np.inf)
