@@ -5,10 +5,13 @@ costs, an augmented-Lagrangian optimiser with `optax` and `jax.grad` through `si
 named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scenarios`),
 receding-horizon control on them (`mpc`), and feedback policies trained through the
 simulator (`policies`, `closed_loop`, `training`, `policy_io`; the `reach-region` family,
-`region`) or learnt from MPC (`imitation`)."""
+`region`), learnt from MPC (`imitation`), or computed from the re-plan's sensitivity
+(`neighbouring`)."""
 
 from . import imitation as imitation
 from . import mpc as mpc
+from . import neighbouring as neighbouring
+from .closed_loop import PerTask as PerTask
 from .closed_loop import Tasks as Tasks
 from .closed_loop import closed_loop_rollout as closed_loop_rollout
 from .closed_loop import linear_feedback as linear_feedback
@@ -27,6 +30,7 @@ from .costs import Tracking as Tracking
 from .costs import Trajectory as Trajectory
 from .costs import WeightedSum as WeightedSum
 from .costs import rollout as rollout
+from .neighbouring import neighbouring_feedback as neighbouring_feedback
 from .optimise import AugmentedLagrangian as AugmentedLagrangian
 from .optimise import MultiStartResult as MultiStartResult
 from .optimise import OptimiseResult as OptimiseResult

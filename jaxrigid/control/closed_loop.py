@@ -39,6 +39,7 @@ __all__ = [
     "ClosedLoop",
     "IntervalMaps",
     "LossWeights",
+    "PerTask",
     "Tasks",
     "closed_loop_rollout",
     "drive_interval",
@@ -164,7 +165,35 @@ def _one(problem, policy, m: int, R: int, maps, scenario: Scenarios, at, target,
     return miss, effort, ok, state.x, feats, path
 
 
+class PerTask(eqx.Module):
+    """One policy per rollout: `policy`'s arrays carry a leading axis `B`, and rollout `b`
+    runs member `b` (`neighbouring.neighbouring_feedback`: each task's gains around its own
+    optimum)."""
+
+    policy: Any
+
+    @property
+    def count(self) -> int:
+        return jax.tree_util.tree_leaves(eqx.filter(self.policy, eqx.is_array))[0].shape[0]
+
+
+def check_per_task(policy, count: int) -> None:
+    """`ValueError` unless a `PerTask` policy has one member per rollout."""
+    if isinstance(policy, PerTask) and policy.count != count:
+        raise ValueError(
+            f"a PerTask policy needs one member per rollout: {policy.count} for {count} rollouts"
+        )
+
+
 def _batch(problem, policy, m, R, maps, scenarios, at, tasks: Tasks):
+    if isinstance(policy, PerTask):
+        arrays, static = eqx.partition(policy.policy, eqx.is_array)
+
+        def each(p, s, a, x, th):
+            return _one(problem, eqx.combine(p, static), m, R, maps, s, a, x, th)
+
+        with reported_in_outcome():
+            return jax.vmap(each)(arrays, scenarios, at, tasks.target, tasks.theta0)
     one = lambda s, a, x, th: _one(problem, policy, m, R, maps, s, a, x, th)  # noqa: E731
     with reported_in_outcome():
         return jax.vmap(one)(scenarios, at, tasks.target, tasks.theta0)
@@ -195,8 +224,9 @@ def closed_loop_rollout(
     """(C1) for every scenario with its task (leading axes `B`, `vmap`): `interval` `H` (the
     control interval, default `T/10`; a whole number of steps, a multiple of the plan's knot
     spacing, `mpc.replan_steps`), `intervals` `R` (default all `T/H`; fewer: a shorter
-    horizon `RH`)."""
+    horizon `RH`); `policy` one for all, or a `PerTask` with one per rollout."""
     check_policy_problem(problem)
+    check_per_task(policy, scenarios.count)
     m, R = interval_sizes(problem, interval, intervals)
     at = kick_steps(scenarios, problem.dt)
     maps = interval_maps(problem, m * problem.dt)

@@ -1,0 +1,120 @@
+"""Neighbouring-optimal feedback on reach-region's held-out tasks, against the open loop and
+MPC on the same disturbed scenarios (issue 35).
+
+Per held-out task (`region.sample_tasks(seed, --tasks, "heldout", 0)`, the tasks `--feedback
+policy --seed` evaluates on) at `dt = --dt`: its open-loop optimum (`region.open_loop_optima`),
+then `neighbouring.neighbouring_feedback`'s gains (N1) around it, timed as a first call
+(build and run) and a second (run). For every `--sigmas` value, on one σ-scenario per task
+(`draw_scenarios(--seed, ...)`, kicks included):
+
+- `open loop`: each optimum replayed (the policy with zero gains, the same program);
+- `neighbouring, last L`: the feedback on intervals `k < L` and zero gains after (the last
+  intervals' gains are the largest: a correction with `(R − k)H` left costs most);
+- `MPC` (`--mpc`): the expert of `imitation.expert_rollout` driving, its exact SQP re-plan
+  (8 iterations) at every interval's start (last re-plan 9, tolerance 0), the peer.
+
+Each: success (miss ≤ 0.05), median and 90th percentile miss, the median over tasks of the
+effort's ratio to the task's optimum, the rollout program's seconds. Writes
+`results/neighbouring_feedback_<device>.json`.
+
+    python bench/neighbouring_feedback.py [--tasks 64] [--sigmas 0.001,0.01,0.05] [--last 10,9,8]
+                                          [--dt 0.05] [--mpc]
+"""
+
+from __future__ import annotations
+
+import time
+
+import _common as common
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+from jaxrigid.control import region  # noqa: E402
+from jaxrigid.control.closed_loop import closed_loop_rollout  # noqa: E402
+from jaxrigid.control.imitation import expert_rollout  # noqa: E402
+from jaxrigid.control.neighbouring import neighbouring_feedback  # noqa: E402
+from jaxrigid.control.policies import MLPPolicy, active_rows  # noqa: E402
+from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
+
+SUCCESS = 0.05
+
+p = common.parser(__doc__)
+p.add_argument("--tasks", type=int, default=64)
+p.add_argument("--sigmas", default="0.001,0.01,0.05")
+p.add_argument("--last", default="10,9,8")
+p.add_argument("--dt", type=float, default=0.05)
+p.add_argument("--seed", type=int, default=0)
+p.add_argument("--mpc", action="store_true", help="MPC on the same scenarios (the peer)")
+A = p.parse_args()
+if A.quick:
+    A.tasks, A.dt, A.sigmas, A.last = 2, 0.25, "0.001", "10"
+T0 = time.perf_counter()
+
+
+def timed(f, *args, **kwargs):
+    t = time.perf_counter()
+    out = jax.block_until_ready(f(*args, **kwargs))
+    return out, time.perf_counter() - t
+
+
+def summary(miss, effort, optimum_effort, seconds) -> dict:
+    miss, effort = np.asarray(miss), np.asarray(effort)
+    return {
+        "success": float(np.mean(np.isfinite(miss) & (miss <= SUCCESS))),
+        "failed": int(np.sum(~np.isfinite(miss))),
+        "median_miss": float(np.nanmedian(miss)),
+        "p90_miss": float(np.nanpercentile(miss, 90)),
+        "median_effort_ratio": float(np.median(effort / optimum_effort)),
+        "seconds": seconds,
+    }
+
+
+problem = region.reach_region(dt=A.dt)
+tasks = region.sample_tasks(A.seed, A.tasks, "heldout", 0)
+optima, t_optima = timed(region.open_loop_optima, problem, tasks)
+reached = np.asarray(optima.miss) < 1e-8
+common.log(f"optima: {t_optima:.1f} s, {int(reached.sum())} of {A.tasks} reached")
+policy, t_first = timed(neighbouring_feedback, problem, optima.coefficients, tasks)
+_, t_second = timed(neighbouring_feedback, problem, optima.coefficients, tasks)
+common.log(f"gains: first call {t_first:.1f} s, second {t_second:.1f} s")
+gains = policy.policy.gains
+o_effort = np.asarray(optima.effort)
+rows = active_rows(problem.control, region.INTERVAL)
+nobody = MLPPolicy(rows, 2, region.HORIZON, region.RADIUS, key=jax.random.key(0))
+points = []
+for sigma in [float(s) for s in A.sigmas.split(",")]:
+    scenarios = draw_scenarios(A.seed, A.tasks, sigma, 2, problem.t_end)
+    runs = {"open loop": jnp.zeros_like(gains)}
+    for last in [int(x) for x in A.last.split(",")]:
+        keep = (jnp.arange(gains.shape[1]) < last).astype(gains.dtype)[None, :, None, None]
+        runs[f"neighbouring, last {last}"] = gains * keep
+    for name, g in runs.items():
+        pol = eqx.tree_at(lambda q: q.policy.gains, policy, g)
+        run, seconds = timed(closed_loop_rollout, problem, pol, scenarios, tasks)
+        point = {"sigma": sigma, "controller": name}
+        point |= summary(run.miss, run.effort, o_effort, seconds)
+        points.append(point)
+        common.log(str(point))
+    if A.mpc:
+        run, seconds = timed(expert_rollout, problem, nobody, scenarios, tasks,
+                             optima.coefficients, True, last_replan=9)  # fmt: skip
+        point = {"sigma": sigma, "controller": "MPC, last re-plan 9"}
+        point |= summary(run.miss, run.effort, o_effort, seconds)
+        points.append(point)
+        common.log(str(point))
+record = {
+    "tasks": A.tasks,
+    "dt": A.dt,
+    "seed": A.seed,
+    "optima_seconds": t_optima,
+    "optima_reached": int(reached.sum()),
+    "gains_first_call_seconds": t_first,
+    "gains_second_call_seconds": t_second,
+    "points": points,
+}
+name = f"neighbouring_feedback_{common.device_tag(quick=A.quick)}.json"
+common.log(f"wrote {common.write_results(A.out, name, record, T0)}")
