@@ -8,12 +8,17 @@ intervals of 0.5 = 2 steps) so that each program builds in seconds."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrigid import cli
 from jaxrigid.control import mpc
 from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout
 from jaxrigid.control.neighbouring import _with_features, neighbouring_feedback, nominal_intervals
@@ -29,7 +34,7 @@ M_STEPS, R = 2, 10  # steps per interval, intervals
 
 @pytest.fixture(scope="module")
 def setup():
-    problem = reach_region(dt=DT)
+    problem = reach_region(dt=DT, dtype=jnp.dtype("float64"))  # as the command builds it
     tasks = sample_tasks(0, 2, "heldout", 0)
     optima = open_loop_optima(problem, tasks)
     assert float(jnp.max(optima.miss)) < 1e-12  # both reached: the gains' nominal is exact
@@ -146,3 +151,27 @@ def test_float32_gains_equal_float64s(setup):
     scale = np.abs(g64).max(axis=(2, 3))
     error = np.abs(np.asarray(gains32, np.float64) - g64).max(axis=(2, 3)) / scale
     assert error.max() < 2e-3
+
+
+def test_command_with_the_built_in_policy(setup):
+    """`reach-region --feedback policy --policy neighbouring --dt 0.25 --scenarios 2 --seed 0`
+    evaluates the fixture's tasks (the held-out stream of seed 0) on the scenarios of seed 0:
+    its medians equal the library's closed loop and open loop (each optimum replayed) on them
+    to rounding (the same programs), and it compares with every task's optimum."""
+    problem, tasks, optima, policy = setup
+    stdout, stderr = io.StringIO(), io.StringIO()
+    args = ["control", "reach-region", "--feedback", "policy", "--policy", "neighbouring",
+            "--dt", "0.25", "--scenarios", "2", "--disturbance", "0.001", "--seed", "0",
+            "--json"]  # fmt: skip
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        assert cli.main(args) == 0, stderr.getvalue()
+    report = json.loads(stdout.getvalue())
+    scenarios = draw_scenarios(0, 2, 0.001, 2, problem.t_end)
+    closed = closed_loop_rollout(problem, policy, scenarios, tasks, H)
+    replayed = replay_optima(problem, tasks, optima.coefficients, scenarios)
+    assert report["policy"] == "neighbouring" and report["scenarios"] == 2
+    assert report["closed_loop_miss"] == pytest.approx(float(np.median(closed.miss)), rel=1e-9)
+    assert report["open_loop_miss"] == pytest.approx(float(np.median(replayed)), rel=1e-9)
+    assert report["open_loop_reached"] == 2 and report["open_loop_sample"] == 2
+    ratio = np.median(np.asarray(closed.effort) / np.asarray(optima.effort))
+    assert report["effort_ratio"] == pytest.approx(float(ratio), rel=1e-9)

@@ -9,6 +9,7 @@ saved one on disturbed scenarios (`jaxrigid.control.closed_loop`).
     jaxrigid control train-policy reach-point ...      (a LinearFeedback around the optimum)
     jaxrigid control reach-region --feedback policy --policy FILE [--scenarios K] ...
     jaxrigid control reach-point --feedback policy --policy FILE [--scenarios K] ...
+    jaxrigid control PROBLEM --feedback policy --policy neighbouring [--dt H] [--dtype D] ...
 
 `reach-region` trains an `MLPPolicy` on the family's training stream (`control.region`) and
 evaluates on its held-out stream (`--seed` picks both streams; held-out tasks are never
@@ -17,9 +18,12 @@ around it; its evaluation compares with the open loop replayed on the same scena
 policy's nominal plan: zero gains); `reach-region`'s with the first `--open-loop-sample`
 (50) held-out targets' own open-loop optima (`region.open_loop_optima`) replayed on their
 scenarios, and the policy's effort over the optimum's per target (`effort_ratio`, the
-median). `--out` for training is the policy file (a path without
-a suffix is a directory, the file `FAMILY-policy.eqx` in it). Progress: a line on stderr
-every `--log-every` steps. With `--json` one object on stdout.
+median). `--policy neighbouring` is no file: each task's optimum (reach-region: every
+held-out task's, so the comparison covers all `--scenarios`) and around it the gains of
+`control.neighbouring` (MPC's re-plan to first order), at `--dt` and `--dtype`. `--out` for
+training is the policy file (a path without a suffix is a directory, the file
+`FAMILY-policy.eqx` in it). Progress: a line on stderr every `--log-every` steps. With
+`--json` one object on stdout.
 """
 
 from __future__ import annotations
@@ -41,13 +45,18 @@ DTYPES = ("float64", "float32")
 INTERVAL = 0.5  # the control interval H = T/10 of both families
 OPEN_LOOP_SAMPLE = 50  # the issue's sample of targets for the effort against the optimum
 REACHED = 5e-4  # an optimum reaches its target: a hundredth of the policies' success (0.05)
+BUILT_IN = "neighbouring"  # --policy neighbouring: gains from the re-plan's sensitivity
 
 
 def add_policy_arguments(p) -> None:
     """The options of `train-policy` and `--feedback policy`."""
     g = p.add_argument_group("feedback policies (train-policy FAMILY; --feedback policy)")
     g.add_argument("family", nargs="?", help="train-policy: the problem family (reach-region)")
-    g.add_argument("--policy", help="--feedback policy: the policy file (train-policy --out)")
+    g.add_argument(
+        "--policy",
+        help="--feedback policy: the policy file (train-policy --out), or 'neighbouring': "
+        "each task's optimum with the gains of MPC's re-plan sensitivity",
+    )
     g.add_argument("--batch", type=int, default=64, help="rollouts per training step")
     g.add_argument("--steps", type=int, default=200, help="training steps")
     g.add_argument("--learning-rate", type=float, default=3e-3, help="adam's learning rate")
@@ -267,9 +276,38 @@ def _region_open_loop(problem, tasks, scenarios, closed, n: int) -> dict:
     }
 
 
+def _neighbouring(problem, family: str, tasks, args):
+    """`--policy neighbouring`: each task's optimum (reach-region: `region.open_loop_optima`
+    of the held-out tasks; reach-point: the problem's, once) and the gains (N1) around it
+    (`control.neighbouring`). Returns `(PerTask policy, optima or None)`."""
+    import jax
+
+    from ..control import region
+    from ..control.closed_loop import Tasks
+    from ..control.neighbouring import neighbouring_feedback
+    from ..progress import phase
+
+    K = tasks.target.shape[0]
+    if family == "reach-region":
+        with phase(f"reach-region: the open-loop optima of {K} held-out target(s)"):
+            optima = region.open_loop_optima(problem, tasks)
+        coefficients, gain_tasks = optima.coefficients, tasks
+    else:
+        optima = None
+        coefficients = _open_loop(problem, args).coefficients[None]
+        gain_tasks = Tasks(tasks.target[:1], tasks.theta0[:1])  # one task: its gains once
+    with phase(f"{family}: the neighbouring-optimal gains of {coefficients.shape[0]} task(s)"):
+        policy = neighbouring_feedback(problem, coefficients, gain_tasks, INTERVAL)
+    if family != "reach-region":
+        policy = jax.tree_util.tree_map(lambda a: np.broadcast_to(a, (K,) + a.shape[1:]), policy)
+    return policy, optima
+
+
 def cmd_policy(args) -> int:
     """`jaxrigid control PROBLEM --feedback policy --policy FILE`."""
+    import equinox as eqx
     import jax
+    import jax.numpy as jnp
 
     from ..control import region
     from ..control.closed_loop import closed_loop_rollout, nominal_tasks
@@ -281,18 +319,22 @@ def cmd_policy(args) -> int:
     if family not in FAMILIES:
         raise UsageError(f"--feedback policy: problem must be one of {', '.join(FAMILIES)}")
     if not args.policy:
-        raise UsageError("--feedback policy needs --policy FILE (from train-policy)")
+        raise UsageError(f"--feedback policy needs --policy FILE (from train-policy) or {BUILT_IN}")
     if args.open_loop_sample < 0:
         raise UsageError(f"--open-loop-sample must be ≥ 0, got {args.open_loop_sample}")
-    try:
-        policy, header = load_policy(args.policy)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"--policy: {err}") from None
-    if header["metadata"].get("family") != family:
-        raise UsageError(
-            f"--policy {args.policy}: a policy for {header['metadata'].get('family')!r}, "
-            f"not {family!r}"
-        )
+    built_in = args.policy == BUILT_IN
+    if built_in:
+        header = {"kind": BUILT_IN, "dtype": args.dtype, "metadata": {"dt": args.dt}}
+    else:
+        try:
+            policy, header = load_policy(args.policy)
+        except (OSError, ValueError) as err:
+            raise UsageError(f"--policy: {err}") from None
+        if header["metadata"].get("family") != family:
+            raise UsageError(
+                f"--policy {args.policy}: a policy for {header['metadata'].get('family')!r}, "
+                f"not {family!r}"
+            )
     K = 16 if args.scenarios is None else args.scenarios
     sigma = 0.05 if args.disturbance is None else args.disturbance
     if K < 1:
@@ -308,6 +350,9 @@ def cmd_policy(args) -> int:
         tasks = region.sample_tasks(args.seed, K, "heldout", 0, dtype=dtype)
     else:
         tasks = nominal_tasks(problem, K)
+    optima = None
+    if built_in:
+        policy, optima = _neighbouring(problem, family, tasks, args)
     t0 = time.perf_counter()
     closed = jax.block_until_ready(closed_loop_rollout(problem, policy, scenarios, tasks, INTERVAL))
     seconds = time.perf_counter() - t0
@@ -315,6 +360,9 @@ def cmd_policy(args) -> int:
     if isinstance(policy, LinearFeedback):  # zero gains: the open-loop optimum replayed
         nominal = LinearFeedback.zeros(policy.nominal_coefficients, policy.nominal_features)
         opened = closed_loop_rollout(problem, nominal, scenarios, tasks, INTERVAL)
+    elif built_in:  # each task's optimum replayed: the same program with zero gains
+        zero = eqx.tree_at(lambda p: p.policy.gains, policy, jnp.zeros_like(policy.policy.gains))
+        opened = closed_loop_rollout(problem, zero, scenarios, tasks, INTERVAL)
     if failed := int(np.sum(~np.asarray(closed.ok))):
         warn(f"{failed} of {K} scenario(s) failed in closed loop: their miss is NaN")
     miss = np.asarray(closed.miss)
@@ -343,7 +391,15 @@ def cmd_policy(args) -> int:
     if family == "reach-region":
         report["heldout_targets"] = np.asarray(tasks.target).tolist()
         n = min(K, args.open_loop_sample)
-        if n > 0:
+        if optima is not None:  # every task's optimum is at hand: the comparison on all
+            reached = np.asarray(optima.miss) <= REACHED
+            ratio = np.asarray(closed.effort)[reached] / np.asarray(optima.effort)[reached]
+            report |= {
+                "open_loop_sample": K,
+                "open_loop_reached": int(reached.sum()),
+                "effort_ratio": float(np.median(ratio)) if reached.any() else None,
+            }
+        elif n > 0:
             report.update(_region_open_loop(problem, tasks, scenarios, closed, n))
     report = jsonable(report)
     if args.json:
