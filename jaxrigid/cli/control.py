@@ -51,7 +51,8 @@ from ..xla_options import quick_build
 from . import control_setup
 from .control_feedback import add_feedback_arguments, cmd_feedback, wants_feedback
 from .control_plot import plot_control
-from .control_policy import add_policy_arguments, cmd_policy, cmd_train_policy
+from .control_policy import add_policy_arguments, cmd_train_policy
+from .control_policy_eval import cmd_policy
 from .control_setup import REFINE
 from .errors import RunError, UsageError
 from .output import jsonable, make_out_dir, save_with_plot

@@ -1,6 +1,6 @@
 """`jaxrigid control train-policy FAMILY` and `jaxrigid control PROBLEM --feedback policy`:
 train a feedback policy through the simulator (`jaxrigid.control.training`) and evaluate a
-saved one on disturbed scenarios (`jaxrigid.control.closed_loop`).
+saved one on disturbed scenarios (`jaxrigid.control.closed_loop`; `control_policy_eval`).
 
     jaxrigid control train-policy reach-region [--batch N] [--steps S] [--seed S]
                                   [--disturbance SIGMA] [--curriculum R1,R2,..] [--clip C]
@@ -35,9 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .errors import UsageError, warn
+from .errors import UsageError
 from .output import jsonable
 
 FAMILIES = ("reach-region", "reach-point")
@@ -45,7 +43,6 @@ DTYPES = ("float64", "float32")
 INTERVAL = 0.5  # the control interval H = T/10 of both families
 OPEN_LOOP_SAMPLE = 50  # the issue's sample of targets for the effort against the optimum
 REACHED = 5e-4  # an optimum reaches its target: a hundredth of the policies' success (0.05)
-BUILT_IN = "neighbouring"  # --policy neighbouring: gains from the re-plan's sensitivity
 
 
 def add_policy_arguments(p) -> None:
@@ -245,170 +242,4 @@ def cmd_train_policy(args) -> int:
         print(json.dumps(report, allow_nan=False))
     else:
         print(f"{family}: trained {report['kind']} in {seconds:.1f} s; wrote {out}")
-    return 0
-
-
-def _region_open_loop(problem, tasks, scenarios, closed, n: int) -> dict:
-    """The first `n` held-out tasks' open-loop optima (`region.open_loop_optima`) replayed on
-    their scenarios (`region.replay_optima`): medians, and the policy's effort over the
-    optimum's per reached target (miss ≤ `REACHED`)."""
-    import jax
-
-    from ..control import region
-    from ..control.closed_loop import Tasks
-    from ..progress import phase
-
-    sample = Tasks(tasks.target[:n], tasks.theta0[:n])
-    with phase(f"reach-region: the open-loop optima of {n} held-out target(s)"):
-        optima = region.open_loop_optima(problem, sample)
-    first = jax.tree_util.tree_map(lambda a: a[:n], scenarios)
-    miss = np.asarray(region.replay_optima(problem, sample, optima.coefficients, first))
-    effort = np.asarray(optima.effort)
-    reached = np.asarray(optima.miss) <= REACHED
-    ratio = np.asarray(closed.effort)[:n][reached] / effort[reached]
-    return {
-        "open_loop_sample": n,
-        "open_loop_reached": int(reached.sum()),
-        "open_loop_miss": float(np.median(miss)),
-        "open_loop_miss_p90": float(np.percentile(miss, 90)),
-        "open_loop_effort": float(np.median(effort)),
-        "effort_ratio": float(np.median(ratio)) if reached.any() else None,
-    }
-
-
-def _neighbouring(problem, family: str, tasks, args):
-    """`--policy neighbouring`: each task's optimum (reach-region: `region.open_loop_optima`
-    of the held-out tasks; reach-point: the problem's, once) and the gains (N1) around it
-    (`control.neighbouring`). Returns `(PerTask policy, optima or None)`."""
-    import jax
-
-    from ..control import region
-    from ..control.closed_loop import Tasks
-    from ..control.neighbouring import neighbouring_feedback
-    from ..progress import phase
-
-    K = tasks.target.shape[0]
-    if family == "reach-region":
-        with phase(f"reach-region: the open-loop optima of {K} held-out target(s)"):
-            optima = region.open_loop_optima(problem, tasks)
-        coefficients, gain_tasks = optima.coefficients, tasks
-    else:
-        optima = None
-        coefficients = _open_loop(problem, args).coefficients[None]
-        gain_tasks = Tasks(tasks.target[:1], tasks.theta0[:1])  # one task: its gains once
-    with phase(f"{family}: the neighbouring-optimal gains of {coefficients.shape[0]} task(s)"):
-        policy = neighbouring_feedback(problem, coefficients, gain_tasks, INTERVAL)
-    if family != "reach-region":
-        policy = jax.tree_util.tree_map(lambda a: np.broadcast_to(a, (K,) + a.shape[1:]), policy)
-    return policy, optima
-
-
-def cmd_policy(args) -> int:
-    """`jaxrigid control PROBLEM --feedback policy --policy FILE`."""
-    import equinox as eqx
-    import jax
-    import jax.numpy as jnp
-
-    from ..control import region
-    from ..control.closed_loop import closed_loop_rollout, nominal_tasks
-    from ..control.policies import LinearFeedback
-    from ..control.policy_io import load_policy
-    from ..control.scenarios import draw_scenarios
-
-    family = args.problem.lower()
-    if family not in FAMILIES:
-        raise UsageError(f"--feedback policy: problem must be one of {', '.join(FAMILIES)}")
-    if not args.policy:
-        raise UsageError(f"--feedback policy needs --policy FILE (from train-policy) or {BUILT_IN}")
-    if args.open_loop_sample < 0:
-        raise UsageError(f"--open-loop-sample must be ≥ 0, got {args.open_loop_sample}")
-    built_in = args.policy == BUILT_IN
-    if built_in:
-        header = {"kind": BUILT_IN, "dtype": args.dtype, "metadata": {"dt": args.dt}}
-    else:
-        try:
-            policy, header = load_policy(args.policy)
-        except (OSError, ValueError) as err:
-            raise UsageError(f"--policy: {err}") from None
-        if header["metadata"].get("family") != family:
-            raise UsageError(
-                f"--policy {args.policy}: a policy for {header['metadata'].get('family')!r}, "
-                f"not {family!r}"
-            )
-    K = 16 if args.scenarios is None else args.scenarios
-    sigma = 0.05 if args.disturbance is None else args.disturbance
-    if K < 1:
-        raise UsageError(f"--scenarios must be a positive integer, got {K}")
-    if not (math.isfinite(sigma) and sigma >= 0):
-        raise UsageError(f"--disturbance must be a finite number ≥ 0, got {sigma}")
-    dt = header["metadata"].get("dt")
-    problem = _problem(family, dt, header["dtype"])
-    dtype = problem.model.inertia.dtype
-    # the scenarios' stream is `--seed`'s; the held-out tasks' too (never a training draw)
-    scenarios = draw_scenarios(args.seed, K, sigma, problem.model.n_masses, problem.t_end, dtype)
-    if family == "reach-region":
-        tasks = region.sample_tasks(args.seed, K, "heldout", 0, dtype=dtype)
-    else:
-        tasks = nominal_tasks(problem, K)
-    optima = None
-    if built_in:
-        policy, optima = _neighbouring(problem, family, tasks, args)
-    t0 = time.perf_counter()
-    closed = jax.block_until_ready(closed_loop_rollout(problem, policy, scenarios, tasks, INTERVAL))
-    seconds = time.perf_counter() - t0
-    opened = None
-    if isinstance(policy, LinearFeedback):  # zero gains: the open-loop optimum replayed
-        nominal = LinearFeedback.zeros(policy.nominal_coefficients, policy.nominal_features)
-        opened = closed_loop_rollout(problem, nominal, scenarios, tasks, INTERVAL)
-    elif built_in:  # each task's optimum replayed: the same program with zero gains
-        zero = eqx.tree_at(lambda p: p.policy.gains, policy, jnp.zeros_like(policy.policy.gains))
-        opened = closed_loop_rollout(problem, zero, scenarios, tasks, INTERVAL)
-    if failed := int(np.sum(~np.asarray(closed.ok))):
-        warn(f"{failed} of {K} scenario(s) failed in closed loop: their miss is NaN")
-    miss = np.asarray(closed.miss)
-    ok = np.isfinite(miss)
-    report = {
-        "problem": family,
-        "feedback": "policy",
-        "policy": str(args.policy),
-        "kind": header["kind"],
-        "dt": problem.dt,
-        "t_end": problem.t_end,
-        "scenarios": K,
-        "disturbance": sigma,
-        "seed": args.seed,
-        "closed_loop_miss": float(np.median(miss)),
-        "closed_loop_miss_p90": float(np.percentile(miss, 90)),
-        "closed_loop_success": float(np.mean(ok & (miss <= 0.05))),
-        "open_loop_miss": None if opened is None else float(np.median(opened.miss)),
-        "open_loop_miss_p90": None
-        if opened is None
-        else float(np.percentile(np.asarray(opened.miss), 90)),
-        "closed_loop_effort": float(np.median(np.asarray(closed.effort))),
-        "open_loop_effort": None if opened is None else float(np.median(opened.effort)),
-        "seconds": seconds,
-    }
-    if family == "reach-region":
-        report["heldout_targets"] = np.asarray(tasks.target).tolist()
-        n = min(K, args.open_loop_sample)
-        if optima is not None:  # every task's optimum is at hand: the comparison on all
-            reached = np.asarray(optima.miss) <= REACHED
-            ratio = np.asarray(closed.effort)[reached] / np.asarray(optima.effort)[reached]
-            report |= {
-                "open_loop_sample": K,
-                "open_loop_reached": int(reached.sum()),
-                "effort_ratio": float(np.median(ratio)) if reached.any() else None,
-            }
-        elif n > 0:
-            report.update(_region_open_loop(problem, tasks, scenarios, closed, n))
-    report = jsonable(report)
-    if args.json:
-        print(json.dumps(report, allow_nan=False))
-    else:
-        print(
-            f"{family}: policy on {K} scenario(s), σ = {sigma:g}: median miss "
-            f"{report['closed_loop_miss']:.3e} (90th percentile "
-            f"{report['closed_loop_miss_p90']:.3e}), success (miss ≤ 0.05) "
-            f"{report['closed_loop_success']:.1%}; open loop {report['open_loop_miss']}"
-        )
     return 0

@@ -273,6 +273,7 @@ def loss_and_grad(
     """(C2) on a batch and its gradient with respect to the policy's parameters (one program
     per shapes)."""
     check_policy_problem(problem)
+    check_per_task(policy, scenarios.count)
     m, R = interval_sizes(problem, interval, intervals)
     at = kick_steps(scenarios, problem.dt)
     maps = interval_maps(problem, m * problem.dt)

@@ -48,6 +48,7 @@ from ..program_store import call_filtered
 from .closed_loop import PerTask, Tasks, check_policy_problem, interval_sizes
 from .mpc import _Remaining, partial_effort, warm_start
 from .policies import LinearFeedback, active_rows
+from .region import task_plan
 from .scenarios import advance
 
 __all__ = ["interval_gain", "neighbouring_feedback", "nominal_intervals"]
@@ -57,12 +58,7 @@ def nominal_intervals(problem, coefficients, theta0, m: int, R: int):
     """The nominal run on the model, interval by interval: `(plans, states)`, each with a
     leading axis `R`, plan `k` the optimum's tail from `tₖ = k·m·dt` (local time) and state
     `k` the model's at `tₖ` (the task's rails `theta0` at rest at `t = 0`)."""
-    theta0 = jnp.asarray(theta0, coefficients.dtype)
-    plan = eqx.tree_at(
-        lambda p: (p.coefficients, p.theta0, p.theta_dot0),
-        problem.control,
-        (coefficients, theta0, jnp.zeros_like(theta0)),
-    )
+    plan = task_plan(problem, coefficients, theta0)
 
     def interval(carry, _):
         plan, state = carry
