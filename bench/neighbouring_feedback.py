@@ -10,15 +10,19 @@ then `neighbouring.neighbouring_feedback`'s gains (N1) around it, timed as a fir
 - `open loop`: each optimum replayed (the policy with zero gains, the same program);
 - `neighbouring, last L`: the feedback on intervals `k < L` and zero gains after (the last
   intervals' gains are the largest: a correction with `(R − k)H` left costs most);
+- `tuned` (`--tune STEPS`): the neighbouring gains (from "last 9") trained further per task
+  on model-drawn σ = `--tune-sigma` scenarios (`tuning.tune_feedback`, `--tune-scenarios` per
+  task and step; its own stream, never the evaluation's), timed;
 - `MPC` (`--mpc`): the expert of `imitation.expert_rollout` driving, its exact SQP re-plan
   (8 iterations) at every interval's start (last re-plan 9, tolerance 0), the peer.
 
 Each: success (miss ≤ 0.05), median and 90th percentile miss, the median over tasks of the
 effort's ratio to the task's optimum, the rollout program's seconds. Writes
-`results/neighbouring_feedback_<device>.json`.
+`results/neighbouring_feedback_<device>.json`. `--eval-per-task E`: `E` scenarios per task
+(every controller on the same `tasks·E` rollouts).
 
     python bench/neighbouring_feedback.py [--tasks 64] [--sigmas 0.001,0.01,0.05] [--last 10,9,8]
-                                          [--dt 0.05] [--mpc]
+                                          [--dt 0.05] [--mpc] [--tune STEPS] [--eval-per-task E]
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from jaxrigid.control import region  # noqa: E402
-from jaxrigid.control.closed_loop import closed_loop_rollout  # noqa: E402
+from jaxrigid.control.closed_loop import Tasks, closed_loop_rollout  # noqa: E402
 from jaxrigid.control.imitation import expert_rollout  # noqa: E402
 from jaxrigid.control.neighbouring import neighbouring_feedback  # noqa: E402
 from jaxrigid.control.policies import MLPPolicy, active_rows  # noqa: E402
 from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
+from jaxrigid.control.tuning import TuneSettings, tune_feedback  # noqa: E402
 
 SUCCESS = 0.05
 
@@ -49,9 +54,14 @@ p.add_argument("--last", default="10,9,8")
 p.add_argument("--dt", type=float, default=0.05)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--mpc", action="store_true", help="MPC on the same scenarios (the peer)")
+p.add_argument("--tune", type=int, default=0, help="tune_feedback steps (0: not run)")
+p.add_argument("--tune-scenarios", type=int, default=16)
+p.add_argument("--tune-sigma", type=float, default=0.05)
+p.add_argument("--eval-per-task", type=int, default=1)
 A = p.parse_args()
 if A.quick:
     A.tasks, A.dt, A.sigmas, A.last = 2, 0.25, "0.001", "10"
+    A.tune = min(A.tune, 3)
 T0 = time.perf_counter()
 
 
@@ -81,27 +91,52 @@ common.log(f"optima: {t_optima:.1f} s, {int(reached.sum())} of {A.tasks} reached
 policy, t_first = timed(neighbouring_feedback, problem, optima.coefficients, tasks)
 _, t_second = timed(neighbouring_feedback, problem, optima.coefficients, tasks)
 common.log(f"gains: first call {t_first:.1f} s, second {t_second:.1f} s")
+tuned, t_tune, history, skipped = None, None, None, None
+if A.tune:
+    settings = TuneSettings(steps=A.tune, scenarios=A.tune_scenarios, sigma=A.tune_sigma)
+    # from "last 9": the last interval's gains (the largest, a plant fails under them at
+    # σ = 0.05) start at zero and train with the rest
+    g = policy.policy.gains
+    start = eqx.tree_at(lambda q: q.policy.gains, policy, g.at[:, -1].set(0))
+    log = lambda i, r: (i % 100 == 0 or i == A.tune - 1) and common.log(f"tune {i}: {r}")  # noqa: E731
+    (tuned, hist), t_tune = timed(tune_feedback, problem, start, tasks, optima.effort, settings,
+                                  log)  # fmt: skip
+    every = max(1, A.tune // 100)
+    history = {k: np.asarray(v)[::every].tolist() for k, v in hist._asdict().items()}
+    skipped = float(np.sum(hist.skipped) * A.tasks)  # task-steps whose plants failed
+    common.log(f"tuned {A.tune} steps: {t_tune:.1f} s")
+E = A.eval_per_task
+
+
+def each(tree):  # every task's member E times in a row: the evaluation's rollouts
+    return jax.tree_util.tree_map(lambda a: jnp.repeat(a, E, axis=0), tree)
+
+
+tasks_e = Tasks(*each(tuple(tasks)))
+policy, tuned = each(policy), None if tuned is None else each(tuned)
 gains = policy.policy.gains
-o_effort = np.asarray(optima.effort)
+o_effort = np.repeat(np.asarray(optima.effort), E)
 rows = active_rows(problem.control, region.INTERVAL)
 nobody = MLPPolicy(rows, 2, region.HORIZON, region.RADIUS, key=jax.random.key(0))
 points = []
 for sigma in [float(s) for s in A.sigmas.split(",")]:
-    scenarios = draw_scenarios(A.seed, A.tasks, sigma, 2, problem.t_end)
+    scenarios = draw_scenarios(A.seed, A.tasks * E, sigma, 2, problem.t_end)
     runs = {"open loop": jnp.zeros_like(gains)}
     for last in [int(x) for x in A.last.split(",")]:
         keep = (jnp.arange(gains.shape[1]) < last).astype(gains.dtype)[None, :, None, None]
         runs[f"neighbouring, last {last}"] = gains * keep
+    if tuned is not None:
+        runs["tuned"] = tuned.policy.gains
     for name, g in runs.items():
         pol = eqx.tree_at(lambda q: q.policy.gains, policy, g)
-        run, seconds = timed(closed_loop_rollout, problem, pol, scenarios, tasks)
+        run, seconds = timed(closed_loop_rollout, problem, pol, scenarios, tasks_e)
         point = {"sigma": sigma, "controller": name}
         point |= summary(run.miss, run.effort, o_effort, seconds)
         points.append(point)
         common.log(str(point))
     if A.mpc:
-        run, seconds = timed(expert_rollout, problem, nobody, scenarios, tasks,
-                             optima.coefficients, True, last_replan=9)  # fmt: skip
+        run, seconds = timed(expert_rollout, problem, nobody, scenarios, tasks_e,
+                             each(optima.coefficients), True, last_replan=9)  # fmt: skip
         point = {"sigma": sigma, "controller": "MPC, last re-plan 9"}
         point |= summary(run.miss, run.effort, o_effort, seconds)
         points.append(point)
@@ -114,6 +149,18 @@ record = {
     "optima_reached": int(reached.sum()),
     "gains_first_call_seconds": t_first,
     "gains_second_call_seconds": t_second,
+    "eval_per_task": E,
+    "tune": None
+    if not A.tune
+    else {
+        "steps": A.tune,
+        "scenarios": A.tune_scenarios,
+        "sigma": A.tune_sigma,
+        "seconds": t_tune,
+        "history_every": max(1, A.tune // 100),
+        "skipped_task_steps": skipped,
+        "history": history,
+    },
     "points": points,
 }
 name = f"neighbouring_feedback_{common.device_tag(quick=A.quick)}.json"

@@ -323,6 +323,10 @@ def test_train_policy_command_float32(tmp_path):
         (["reach-region", "--feedback", "policy", "--policy", "nowhere.eqx"], "--policy: "),
         (["follow-circle", "--feedback", "policy"], "problem must be one of reach-region"),
         (
+            ["reach-region", "--feedback", "policy", "--policy", "tuned", "--tune-steps", "0"],
+            "--tune-steps must be a positive integer, got 0",
+        ),
+        (
             [
                 "reach-region",
                 "--feedback",

@@ -51,8 +51,15 @@ def add_policy_arguments(p) -> None:
     g.add_argument("family", nargs="?", help="train-policy: the problem family (reach-region)")
     g.add_argument(
         "--policy",
-        help="--feedback policy: the policy file (train-policy --out), or 'neighbouring': "
-        "each task's optimum with the gains of MPC's re-plan sensitivity",
+        help="--feedback policy: the policy file (train-policy --out), 'neighbouring': "
+        "each task's optimum with the gains of MPC's re-plan sensitivity, or 'tuned': those "
+        "gains trained further per task on model-drawn scenarios (--tune-steps)",
+    )
+    g.add_argument(
+        "--tune-steps",
+        type=int,
+        default=1000,
+        help="--policy tuned: training steps per batch of tasks (16 scenarios per task a step)",
     )
     g.add_argument("--batch", type=int, default=64, help="rollouts per training step")
     g.add_argument("--steps", type=int, default=200, help="training steps")

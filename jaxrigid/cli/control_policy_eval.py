@@ -1,4 +1,4 @@
-"""`jaxrigid control PROBLEM --feedback policy --policy FILE|neighbouring`: a feedback
+"""`jaxrigid control PROBLEM --feedback policy --policy FILE|neighbouring|tuned`: a feedback
 policy on disturbed scenarios (`jaxrigid.control.closed_loop`) against the open loop on the
 same scenarios. The options, families and problems are `control_policy`'s (the module
 docstring there describes the report)."""
@@ -15,7 +15,9 @@ from .control_policy import FAMILIES, INTERVAL, REACHED, _open_loop, _problem
 from .errors import UsageError, warn
 from .output import jsonable
 
-BUILT_IN = "neighbouring"  # --policy neighbouring: gains from the re-plan's sensitivity
+# --policy neighbouring: gains from the re-plan's sensitivity; tuned: those trained further
+# per task on model-drawn scenarios (`control.tuning`, --tune-steps)
+BUILT_IN = ("neighbouring", "tuned")
 
 
 def _region_open_loop(problem, tasks, scenarios, closed, n: int) -> dict:
@@ -68,9 +70,37 @@ def _neighbouring(problem, family: str, tasks, args):
         gain_tasks = Tasks(tasks.target[:1], tasks.theta0[:1])  # one task: its gains once
     with phase(f"{family}: the neighbouring-optimal gains of {coefficients.shape[0]} task(s)"):
         policy = neighbouring_feedback(problem, coefficients, gain_tasks, INTERVAL)
+    if args.policy == "tuned":
+        policy = _tuned(problem, family, policy, gain_tasks, optima, args)
     if family != "reach-region":
         policy = jax.tree_util.tree_map(lambda a: np.broadcast_to(a, (K,) + a.shape[1:]), policy)
     return policy, optima
+
+
+def _tuned(problem, family: str, policy, tasks, optima, args):
+    """`--policy tuned`: the neighbouring gains, the last interval's zeroed (at σ = 0.05 a
+    plant fails under them), trained by `tuning.tune_feedback` for `--tune-steps` steps on
+    model-drawn σ = `--disturbance` scenarios (their own stream: never the evaluation's)."""
+    import equinox as eqx
+
+    from ..control.closed_loop import closed_loop_rollout
+    from ..control.scenarios import draw_scenarios
+    from ..control.tuning import TuneSettings, tune_feedback
+    from ..progress import phase
+
+    B = policy.count
+    if optima is not None:
+        effort = optima.effort
+    else:  # reach-point: the optimum's effort is its nominal run's (zero disturbance)
+        still = draw_scenarios(0, B, 0.0, problem.model.n_masses, problem.t_end)
+        effort = closed_loop_rollout(problem, policy, still, tasks, INTERVAL).effort
+    gains = policy.policy.gains
+    start = eqx.tree_at(lambda p: p.policy.gains, policy, gains.at[:, -1].set(0))
+    sigma = 0.05 if args.disturbance is None else args.disturbance
+    settings = TuneSettings(steps=args.tune_steps, sigma=sigma, interval=INTERVAL, seed=args.seed)
+    with phase(f"{family}: the gains of {B} task(s) trained for {args.tune_steps} steps"):
+        tuned, _ = tune_feedback(problem, start, tasks, effort, settings)
+    return tuned
 
 
 def cmd_policy(args) -> int:
@@ -89,12 +119,16 @@ def cmd_policy(args) -> int:
     if family not in FAMILIES:
         raise UsageError(f"--feedback policy: problem must be one of {', '.join(FAMILIES)}")
     if not args.policy:
-        raise UsageError(f"--feedback policy needs --policy FILE (from train-policy) or {BUILT_IN}")
+        raise UsageError(
+            f"--feedback policy needs --policy FILE (from train-policy), {' or '.join(BUILT_IN)}"
+        )
     if args.open_loop_sample < 0:
         raise UsageError(f"--open-loop-sample must be ≥ 0, got {args.open_loop_sample}")
-    built_in = args.policy == BUILT_IN
+    built_in = args.policy in BUILT_IN
+    if args.policy == "tuned" and args.tune_steps < 1:
+        raise UsageError(f"--tune-steps must be a positive integer, got {args.tune_steps}")
     if built_in:
-        header = {"kind": BUILT_IN, "dtype": args.dtype, "metadata": {"dt": args.dt}}
+        header = {"kind": args.policy, "dtype": args.dtype, "metadata": {"dt": args.dt}}
     else:
         try:
             policy, header = load_policy(args.policy)

@@ -6,11 +6,12 @@ named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scena
 receding-horizon control on them (`mpc`), and feedback policies trained through the
 simulator (`policies`, `closed_loop`, `training`, `policy_io`; the `reach-region` family,
 `region`), learnt from MPC (`imitation`), or computed from the re-plan's sensitivity
-(`neighbouring`)."""
+(`neighbouring`) and trained further per task on model-drawn scenarios (`tuning`)."""
 
 from . import imitation as imitation
 from . import mpc as mpc
 from . import neighbouring as neighbouring
+from . import tuning as tuning
 from .closed_loop import PerTask as PerTask
 from .closed_loop import Tasks as Tasks
 from .closed_loop import closed_loop_rollout as closed_loop_rollout
@@ -65,3 +66,5 @@ from .scenarios import draw_scenarios as draw_scenarios
 from .scenarios import replay as replay
 from .training import TrainSettings as TrainSettings
 from .training import train_policy as train_policy
+from .tuning import TuneSettings as TuneSettings
+from .tuning import tune_feedback as tune_feedback
