@@ -10,7 +10,8 @@ then `neighbouring.neighbouring_feedback`'s gains (N1) around it, timed as a fir
 - `open loop`: each optimum replayed (the policy with zero gains, the same program);
 - `neighbouring, last L`: the feedback on intervals `k < L` and zero gains after (the last
   intervals' gains are the largest: a correction with `(R − k)H` left costs most);
-- `tuned` (`--tune STEPS`): the neighbouring gains (from "last 9") trained further per task
+- `tuned` (`--tune STEPS`): the neighbouring law (from "last 9"; `--tune-form quadratic`,
+  the default, with (F4)'s second-order term, zero to start) trained further per task
   on model-drawn σ = `--tune-sigma` scenarios (`tuning.tune_feedback`, `--tune-scenarios` per
   task and step; its own stream, never the evaluation's), timed;
 - `MPC` (`--mpc`): the expert of `imitation.expert_rollout` driving, its exact SQP re-plan
@@ -38,10 +39,10 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from jaxrigid.control import region  # noqa: E402
-from jaxrigid.control.closed_loop import Tasks, closed_loop_rollout  # noqa: E402
+from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout  # noqa: E402
 from jaxrigid.control.imitation import expert_rollout  # noqa: E402
 from jaxrigid.control.neighbouring import neighbouring_feedback  # noqa: E402
-from jaxrigid.control.policies import MLPPolicy, active_rows  # noqa: E402
+from jaxrigid.control.policies import MLPPolicy, QuadraticFeedback, active_rows  # noqa: E402
 from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
 from jaxrigid.control.tuning import TuneSettings, tune_feedback  # noqa: E402
 
@@ -57,6 +58,7 @@ p.add_argument("--mpc", action="store_true", help="MPC on the same scenarios (th
 p.add_argument("--tune", type=int, default=0, help="tune_feedback steps (0: not run)")
 p.add_argument("--tune-scenarios", type=int, default=16)
 p.add_argument("--tune-sigma", type=float, default=0.05)
+p.add_argument("--tune-form", choices=("quadratic", "linear"), default="quadratic")
 p.add_argument("--eval-per-task", type=int, default=1)
 A = p.parse_args()
 if A.quick:
@@ -98,6 +100,8 @@ if A.tune:
     # σ = 0.05) start at zero and train with the rest
     g = policy.policy.gains
     start = eqx.tree_at(lambda q: q.policy.gains, policy, g.at[:, -1].set(0))
+    if A.tune_form == "quadratic":  # (F4), the second-order term zero to start
+        start = PerTask(QuadraticFeedback.from_linear(start.policy))
     log = lambda i, r: (i % 100 == 0 or i == A.tune - 1) and common.log(f"tune {i}: {r}")  # noqa: E731
     (tuned, hist), t_tune = timed(tune_feedback, problem, start, tasks, optima.effort, settings,
                                   log)  # fmt: skip
@@ -126,9 +130,11 @@ for sigma in [float(s) for s in A.sigmas.split(",")]:
         keep = (jnp.arange(gains.shape[1]) < last).astype(gains.dtype)[None, :, None, None]
         runs[f"neighbouring, last {last}"] = gains * keep
     if tuned is not None:
-        runs["tuned"] = tuned.policy.gains
+        runs["tuned"] = gains  # replaced by the tuned policy below
     for name, g in runs.items():
         pol = eqx.tree_at(lambda q: q.policy.gains, policy, g)
+        if name == "tuned":
+            pol = tuned
         run, seconds = timed(closed_loop_rollout, problem, pol, scenarios, tasks_e)
         point = {"sigma": sigma, "controller": name}
         point |= summary(run.miss, run.effort, o_effort, seconds)
@@ -156,6 +162,7 @@ record = {
         "steps": A.tune,
         "scenarios": A.tune_scenarios,
         "sigma": A.tune_sigma,
+        "form": A.tune_form,
         "seconds": t_tune,
         "history_every": max(1, A.tune // 100),
         "skipped_task_steps": skipped,

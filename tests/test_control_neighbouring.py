@@ -25,7 +25,7 @@ from jaxrigid import cli
 from jaxrigid.control import mpc, tuning
 from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout, interval_maps
 from jaxrigid.control.neighbouring import _with_features, neighbouring_feedback, nominal_intervals
-from jaxrigid.control.policies import active_rows
+from jaxrigid.control.policies import QuadraticFeedback, active_rows
 from jaxrigid.control.region import open_loop_optima, reach_region, replay_optima, sample_tasks
 from jaxrigid.control.scenarios import draw_scenarios, kick_steps
 from jaxrigid.control.sqp import SQP
@@ -181,63 +181,70 @@ def test_command_with_the_built_in_policy(setup):
 
 
 def _tuning_loss(problem, tasks, optima, start, S: int, scenarios):
-    """(T1) of `start`'s members with gains `g` on `scenarios` (`S` per task), as a function
-    of `g`: `(loss, (miss, effort ratio))`."""
+    """(T1) of `start`'s members with trainable arrays `params` (`tuning._trainable`) on
+    `scenarios` (`S` per task), as a function of `params`: `(loss, (miss, effort ratio))`."""
     settings = tuning.TuneSettings(scenarios=S, interval=H)
     rep = lambda a: jnp.repeat(a, S, axis=0)  # noqa: E731
     batch, scale = Tasks(rep(tasks.target), rep(tasks.theta0)), rep(optima.effort)
     maps, at = interval_maps(problem, H), kick_steps(scenarios, problem.dt)
-    return lambda g: tuning._loss(g, start, problem, M_STEPS, R, maps, scenarios, at, batch,
-                                  scale, settings)  # fmt: skip
+    return lambda params: tuning._loss(params, start, problem, M_STEPS, R, maps, scenarios, at,
+                                       batch, scale, settings)  # fmt: skip
 
 
 def test_tuning(setup):
-    """`tune_feedback` from the neighbouring gains (the last interval's zeroed, as the bench
-    starts), checked on 64 σ = 0.05 scenarios per task from a key the training never draws:
+    """`tune_feedback` of (F4) from the neighbouring law (the last interval's gains zeroed,
+    the second-order term zero: the command's `--policy tuned`), checked on 64 σ = 0.05
+    scenarios per task from a key the training never draws:
     - on 8 of them per task (all plants alive: a failed plant's (T1) has no derivative) the
-      gradient of (T1) along a random direction equals central differences to 1e-6 relative
-      (measured 5.5e-9 at ε = 1e-4 and 1e-5: the differences' truncation, O(ε²));
+      gradient of (T1) with respect to the gains and the second-order term, along a random
+      direction, equals central differences to 1e-6 relative (measured 3.9e-9 at ε =
+      1e-5: the differences' truncation, O(ε²));
     - with σ = 0 each rollout is its own task's optimum: (T1) is the effort weight times 1 to
       1e-9 (tasks and members paired wrongly leave a miss and another effort);
-    - 50 steps of training (16 scenarios per task and step) lower (T1) on those unseen
-      scenarios below half of the start's (measured 339 → 84.5 at dt = 0.25; 200 steps
-      reach 34): a wrong gradient or pairing would not;
-    - the command's `--policy tuned` evaluates those trained gains (rounding: 1e-9)."""
+    - 200 steps of training (16 scenarios per task and step) lower (T1) on those unseen
+      scenarios below half of the start's (measured 339 → 19.2 at dt = 0.25; after 50 steps
+      still 271, the second-order term's first steps being large): a wrong gradient or
+      pairing would not;
+    - the command's `--policy tuned` evaluates those trained arrays (rounding: 1e-9)."""
     problem, tasks, optima, policy = setup
-    g = policy.policy.gains
-    start = eqx.tree_at(lambda p: p.policy.gains, policy, g.at[:, -1].set(0))
+    linear = eqx.tree_at(lambda p: p.gains, policy.policy, policy.policy.gains.at[:, -1].set(0))
+    start = PerTask(QuadraticFeedback.from_linear(linear))
     S = 64
     unseen = draw_scenarios(99, 2 * S, 0.05, 2, problem.t_end)
     loss = jax.jit(_tuning_loss(problem, tasks, optima, start, S, unseen))
-    g0 = start.policy.gains
+    p0 = tuning._trainable(start)
     few = jax.tree_util.tree_map(
         lambda a: a.reshape(2, S, *a.shape[1:])[:, :8].reshape(16, *a.shape[1:]), unseen
     )
     small_loss = _tuning_loss(problem, tasks, optima, start, 8, few)
     small = jax.jit(lambda x: small_loss(x)[0])
-    grad = jax.jit(jax.grad(small))(g0)
-    d = jax.random.normal(jax.random.key(1), g0.shape, g0.dtype)
-    d = d / jnp.linalg.norm(d)
+    grad = jax.jit(jax.grad(small))(p0)
+    keys = jax.random.split(jax.random.key(1), len(p0))
+    d = [jax.random.normal(k, a.shape, a.dtype) for k, a in zip(keys, p0, strict=True)]
+    norm = jnp.sqrt(sum(jnp.sum(x * x) for x in d))
+    d = tuple(x / norm for x in d)
     eps = 1e-5
-    fd = (small(g0 + eps * d) - small(g0 - eps * d)) / (2 * eps)
-    assert float(jnp.abs(fd - jnp.vdot(grad, d))) < 1e-6 * float(jnp.abs(fd))
+    shifted = lambda t: tuple(a + t * x for a, x in zip(p0, d, strict=True))  # noqa: E731
+    fd = (small(shifted(eps)) - small(shifted(-eps))) / (2 * eps)
+    exact = sum(jnp.vdot(g, x) for g, x in zip(grad, d, strict=True))
+    assert float(jnp.abs(fd - exact)) < 1e-6 * float(jnp.abs(fd))
 
     still = draw_scenarios(0, 2 * S, 0.0, 2, problem.t_end)
-    value, (miss, ratio) = jax.jit(_tuning_loss(problem, tasks, optima, start, S, still))(g0)
+    value, (miss, ratio) = jax.jit(_tuning_loss(problem, tasks, optima, start, S, still))(p0)
     assert float(value) == pytest.approx(tuning.TuneSettings().effort_weight, rel=1e-9)
     np.testing.assert_allclose(ratio, 1.0, rtol=1e-9)
 
-    settings = tuning.TuneSettings(steps=50, scenarios=16, interval=H)
+    settings = tuning.TuneSettings(steps=200, scenarios=16, interval=H)
     tuned, history = tuning.tune_feedback(problem, start, tasks, optima.effort, settings)
-    assert history.loss.shape == (50,) and np.all(np.isfinite(history.loss))
-    assert tuned.policy.gains.shape == g0.shape
-    before, after = float(loss(g0)[0]), float(loss(tuned.policy.gains)[0])
+    assert history.loss.shape == (200,) and np.all(np.isfinite(history.loss))
+    assert float(jnp.max(jnp.abs(tuned.policy.quad))) > 0  # the second-order term trained
+    before, after = float(loss(p0)[0]), float(loss(tuning._trainable(tuned))[0])
     assert after < 0.5 * before
 
     # the command's `--policy tuned`: the same tasks, start and training (the same programs)
     stdout, stderr = io.StringIO(), io.StringIO()
     args = ["control", "reach-region", "--feedback", "policy", "--policy", "tuned",
-            "--tune-steps", "50", "--dt", "0.25", "--scenarios", "2", "--disturbance", "0.05",
+            "--tune-steps", "200", "--dt", "0.25", "--scenarios", "2", "--disturbance", "0.05",
             "--seed", "0", "--json"]  # fmt: skip
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         assert cli.main(args) == 0, stderr.getvalue()

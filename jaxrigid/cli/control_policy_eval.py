@@ -51,7 +51,8 @@ def _region_open_loop(problem, tasks, scenarios, closed, n: int) -> dict:
 def _neighbouring(problem, family: str, tasks, args):
     """`--policy neighbouring`: each task's optimum (reach-region: `region.open_loop_optima`
     of the held-out tasks; reach-point: the problem's, once) and the gains (N1) around it
-    (`control.neighbouring`). Returns `(PerTask policy, optima or None)`."""
+    (`control.neighbouring`), trained further for `--policy tuned`. Returns `(PerTask policy,
+    optima or None, the first-order PerTask)`."""
     import jax
 
     from ..control import region
@@ -70,20 +71,24 @@ def _neighbouring(problem, family: str, tasks, args):
         gain_tasks = Tasks(tasks.target[:1], tasks.theta0[:1])  # one task: its gains once
     with phase(f"{family}: the neighbouring-optimal gains of {coefficients.shape[0]} task(s)"):
         policy = neighbouring_feedback(problem, coefficients, gain_tasks, INTERVAL)
+    first_order = policy
     if args.policy == "tuned":
         policy = _tuned(problem, family, policy, gain_tasks, optima, args)
     if family != "reach-region":
-        policy = jax.tree_util.tree_map(lambda a: np.broadcast_to(a, (K,) + a.shape[1:]), policy)
-    return policy, optima
+        each = lambda a: np.broadcast_to(a, (K,) + a.shape[1:])  # noqa: E731
+        policy, first_order = jax.tree_util.tree_map(each, (policy, first_order))
+    return policy, optima, first_order
 
 
 def _tuned(problem, family: str, policy, tasks, optima, args):
-    """`--policy tuned`: the neighbouring gains, the last interval's zeroed (at σ = 0.05 a
-    plant fails under them), trained by `tuning.tune_feedback` for `--tune-steps` steps on
-    model-drawn σ = `--disturbance` scenarios (their own stream: never the evaluation's)."""
+    """`--policy tuned`: the neighbouring law, the last interval's gains zeroed (at σ = 0.05
+    a plant fails under them), with a second-order term (`QuadraticFeedback`, zero to start)
+    trained by `tuning.tune_feedback` for `--tune-steps` steps on model-drawn σ =
+    `--disturbance` scenarios (their own stream: never the evaluation's)."""
     import equinox as eqx
 
-    from ..control.closed_loop import closed_loop_rollout
+    from ..control.closed_loop import PerTask, closed_loop_rollout
+    from ..control.policies import QuadraticFeedback
     from ..control.scenarios import draw_scenarios
     from ..control.tuning import TuneSettings, tune_feedback
     from ..progress import phase
@@ -94,8 +99,8 @@ def _tuned(problem, family: str, policy, tasks, optima, args):
     else:  # reach-point: the optimum's effort is its nominal run's (zero disturbance)
         still = draw_scenarios(0, B, 0.0, problem.model.n_masses, problem.t_end)
         effort = closed_loop_rollout(problem, policy, still, tasks, INTERVAL).effort
-    gains = policy.policy.gains
-    start = eqx.tree_at(lambda p: p.policy.gains, policy, gains.at[:, -1].set(0))
+    linear = eqx.tree_at(lambda p: p.gains, policy.policy, policy.policy.gains.at[:, -1].set(0))
+    start = PerTask(QuadraticFeedback.from_linear(linear))
     sigma = 0.05 if args.disturbance is None else args.disturbance
     settings = TuneSettings(steps=args.tune_steps, sigma=sigma, interval=INTERVAL, seed=args.seed)
     with phase(f"{family}: the gains of {B} task(s) trained for {args.tune_steps} steps"):
@@ -156,7 +161,7 @@ def cmd_policy(args) -> int:
         tasks = nominal_tasks(problem, K)
     optima = None
     if built_in:
-        policy, optima = _neighbouring(problem, family, tasks, args)
+        policy, optima, first_order = _neighbouring(problem, family, tasks, args)
     t0 = time.perf_counter()
     closed = jax.block_until_ready(closed_loop_rollout(problem, policy, scenarios, tasks, INTERVAL))
     seconds = time.perf_counter() - t0
@@ -164,8 +169,9 @@ def cmd_policy(args) -> int:
     if isinstance(policy, LinearFeedback):  # zero gains: the open-loop optimum replayed
         nominal = LinearFeedback.zeros(policy.nominal_coefficients, policy.nominal_features)
         opened = closed_loop_rollout(problem, nominal, scenarios, tasks, INTERVAL)
-    elif built_in:  # each task's optimum replayed: the same program with zero gains
-        zero = eqx.tree_at(lambda p: p.policy.gains, policy, jnp.zeros_like(policy.policy.gains))
+    elif built_in:  # each task's optimum replayed: the first-order law with zero gains
+        gains = first_order.policy.gains
+        zero = eqx.tree_at(lambda p: p.policy.gains, first_order, jnp.zeros_like(gains))
         opened = closed_loop_rollout(problem, zero, scenarios, tasks, INTERVAL)
     if failed := int(np.sum(~np.asarray(closed.ok))):
         warn(f"{failed} of {K} scenario(s) failed in closed loop: their miss is NaN")

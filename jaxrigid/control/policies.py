@@ -21,6 +21,13 @@ rows, `(rows, n)`; the rest are zero.
   with `c̄ₖ` the open-loop optimum's tail on interval `k` (`mpc.warm_start`, exact when
   `Δ` divides `H`), `f̄ₖ` the features of the nominal run at `tₖ`, and `Kₖ (rows·n, F)`
   the trainable gains; `K = 0` is the open loop exactly.
+- `QuadraticFeedback`: (F2) with a second-order term in the same deviation `δ = f − f̄ₖ`,
+
+      cₖ = c̄ₖ + Kₖ δ + Qₖ (δᵢδⱼ)_{i≤j}                                                  (F4)
+
+  (`Qₖ (rows·n, F(F+1)/2)`, zero from `from_linear`: then (F2) exactly). The corrections a
+  first-order law gets wrong under large disturbances are second order in `δ`
+  (`tuning`: trained per task, it reaches targets (F2) trained the same way misses).
 - `MLPPolicy`: `c = s · MLP(normalised (x[:2] − x*, x*, Ω, q, sin θ, cos θ, θ̇, (T − tₖ)/T))`
   (F3), `tanh` hidden layers (smooth, so the closed loop's gradient is), the last layer's
   weights scaled down at initialisation so an untrained policy barely moves the masses.
@@ -38,7 +45,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-__all__ = ["LinearFeedback", "MLPPolicy", "Observation", "active_rows", "n_features"]
+__all__ = [
+    "LinearFeedback",
+    "MLPPolicy",
+    "Observation",
+    "QuadraticFeedback",
+    "active_rows",
+    "n_features",
+]
 
 
 class Observation(NamedTuple):
@@ -121,6 +135,33 @@ class LinearFeedback(eqx.Module):
         c_bar = jax.lax.stop_gradient(self.nominal_coefficients)[k]
         f_bar = jax.lax.stop_gradient(self.nominal_features)[k]
         dc = self.gains[k] @ (features(obs) - f_bar)
+        return c_bar + dc.reshape(c_bar.shape)
+
+
+class QuadraticFeedback(eqx.Module):
+    """(F4): `gains (R, rows·n, F)` and `quad (R, rows·n, F(F+1)/2)` trainable; the nominal
+    arrays fixed, as `LinearFeedback`'s."""
+
+    gains: jax.Array
+    quad: jax.Array
+    nominal_coefficients: jax.Array
+    nominal_features: jax.Array
+
+    @classmethod
+    def from_linear(cls, policy: LinearFeedback) -> QuadraticFeedback:
+        """`policy` with a zero second-order term (the same law). Batched (`PerTask`) members
+        keep their leading axis."""
+        F = policy.nominal_features.shape[-1]
+        shape = policy.gains.shape[:-1] + (F * (F + 1) // 2,)
+        quad = jnp.zeros(shape, policy.gains.dtype)
+        return cls(policy.gains, quad, policy.nominal_coefficients, policy.nominal_features)
+
+    def __call__(self, obs: Observation):
+        k = obs.interval
+        c_bar = jax.lax.stop_gradient(self.nominal_coefficients)[k]
+        d = features(obs) - jax.lax.stop_gradient(self.nominal_features)[k]
+        i, j = jnp.triu_indices(d.shape[0])
+        dc = self.gains[k] @ d + self.quad[k] @ (d[i] * d[j])
         return c_bar + dc.reshape(c_bar.shape)
 
 

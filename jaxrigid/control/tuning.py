@@ -14,7 +14,9 @@ effort counted relative to its own), minimised with `optax.adam` after a global-
 task whose gradient is not finite (one of its plants failed under a large correction) skips
 that step.
 The nominal plan `c̄ₖ` and features `φ̄ₖ` stay the optimum's; the gains of every interval
-train, the last one's too.
+train, the last one's too, and for a `policies.QuadraticFeedback` (F4) (`from_linear` of the
+neighbouring law) its second-order term with them: the form that reaches the targets the
+linear one, trained the same way, still misses (bench/README).
 
 This is per-task design, done where the optimum is (for each target, before it is run): it
 sees the target and the disturbance model, never the plant it is evaluated on (the
@@ -41,7 +43,7 @@ from .closed_loop import (
     interval_maps,
     interval_sizes,
 )
-from .policies import LinearFeedback
+from .policies import LinearFeedback, QuadraticFeedback
 from .scenarios import draw_scenarios, kick_steps
 
 __all__ = ["TuneHistory", "TuneSettings", "tune_feedback"]
@@ -83,9 +85,15 @@ def _repeated(policy: PerTask, S: int) -> PerTask:
     return jax.tree_util.tree_map(lambda a: jnp.repeat(a, S, axis=0), policy)
 
 
-def _loss(gains, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings):
+def _trainable(policy: PerTask):
+    """The arrays `tune_feedback` trains: the gains, and (F4)'s second-order term."""
+    p = policy.policy
+    return (p.gains, p.quad) if isinstance(p, QuadraticFeedback) else (p.gains,)
+
+
+def _loss(params, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings):
     S = settings.scenarios
-    members = eqx.tree_at(lambda p: p.policy.gains, policy, gains)
+    members = eqx.tree_at(_trainable, policy, params)
     miss, effort, ok, *_ = _batch(problem, _repeated(members, S), m, R, maps, scenarios, at, tasks)
     # a failed plant counts as a miss of 1 (its gradient is NaN: the step is skipped)
     miss = jnp.where(ok, miss, 1.0)
@@ -101,28 +109,29 @@ def _optimiser(settings: TuneSettings) -> optax.GradientTransformation:
 
 
 @eqx.filter_jit
-def _step(gains, opt_state, policy, problem, m, R, maps, at, tasks, scale, key, settings):
+def _step(params, opt_state, policy, problem, m, R, maps, at, tasks, scale, key, settings):
     B = tasks.target.shape[0] // settings.scenarios
     scenarios = draw_scenarios(
         key, B * settings.scenarios, settings.sigma, problem.model.n_masses, problem.t_end,
-        gains.dtype,
+        params[0].dtype,
     )  # fmt: skip
     (loss, (miss, ratio)), grads = jax.value_and_grad(_loss, has_aux=True)(
-        gains, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings
+        params, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings
     )
     # a plant that failed makes its task's gradient NaN (and only its task's): that task
     # skips the step, the others train on
-    finite = jnp.all(jnp.isfinite(grads), axis=tuple(range(1, grads.ndim)), keepdims=True)
-    grads = jnp.where(finite, grads, 0.0)
-    updates, opt_state = _optimiser(settings).update(grads, opt_state, gains)
+    finite = jnp.stack([jnp.all(jnp.isfinite(g.reshape(g.shape[0], -1)), axis=1) for g in grads])
+    finite = jnp.all(finite, axis=0)
+    grads = tuple(jnp.where(finite.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0) for g in grads)
+    updates, opt_state = _optimiser(settings).update(grads, opt_state, params)
     return (
-        optax.apply_updates(gains, updates),
+        optax.apply_updates(params, updates),
         opt_state,
         loss,
-        jnp.sqrt(jnp.sum(grads * grads)),
+        jnp.sqrt(sum(jnp.sum(g * g) for g in grads)),
         jnp.mean(miss <= 0.05),
         jnp.median(ratio),
-        1.0 - jnp.mean(finite.astype(gains.dtype)),
+        1.0 - jnp.mean(finite.astype(loss.dtype)),
     )
 
 
@@ -135,12 +144,17 @@ def tune_feedback(
     callback: Callable[[int, dict], None] | None = None,
 ) -> tuple[PerTask, TuneHistory]:
     """Train the gains of `policy` (a `PerTask` of `LinearFeedback`, one per task of `tasks`:
-    `neighbouring.neighbouring_feedback`'s) by (T1) on model-drawn scenarios; `optimum_effort
+    `neighbouring.neighbouring_feedback`'s; or of `QuadraticFeedback`, its second-order term
+    too) by (T1) on model-drawn scenarios; `optimum_effort
     (B,)` each task's optimum effort. `callback(step, record)` after every step. Returns the
     trained `PerTask` and a `TuneHistory`."""
     check_policy_problem(problem)
-    if not (isinstance(policy, PerTask) and isinstance(policy.policy, LinearFeedback)):
-        raise TypeError("tune_feedback trains a PerTask of LinearFeedback (neighbouring_feedback)")
+    kinds = (LinearFeedback, QuadraticFeedback)
+    if not (isinstance(policy, PerTask) and isinstance(policy.policy, kinds)):
+        raise TypeError(
+            "tune_feedback trains a PerTask of LinearFeedback (neighbouring_feedback) or "
+            "QuadraticFeedback"
+        )
     if settings.steps < 1 or settings.scenarios < 1:
         raise ValueError("steps and scenarios must be positive integers")
     B = policy.count
@@ -162,15 +176,15 @@ def tune_feedback(
     # the kick times are fixed fractions of T: their steps are the same for every draw
     still = draw_scenarios(0, B * S, 0.0, problem.model.n_masses, problem.t_end)
     at = kick_steps(still, problem.dt)
-    gains = policy.policy.gains
-    opt_state = _optimiser(settings).init(gains)
+    params = _trainable(policy)
+    opt_state = _optimiser(settings).init(params)
     base = jax.random.fold_in(jax.random.key(settings.seed), _STREAM)
     # the step's program depends on these settings only (not on `steps` or `seed`)
     step_settings = settings._replace(steps=1, seed=0)
     records: dict[str, list] = {k: [] for k in TuneHistory._fields}
     for i in range(settings.steps):
-        gains, opt_state, *values = _step(
-            gains, opt_state, policy, problem, m, R, maps, at, batch, scale,
+        params, opt_state, *values = _step(
+            params, opt_state, policy, problem, m, R, maps, at, batch, scale,
             jax.random.fold_in(base, i), step_settings,
         )  # fmt: skip
         record = dict(zip(TuneHistory._fields, map(float, values), strict=True))
@@ -178,5 +192,5 @@ def tune_feedback(
             records[k].append(v)
         if callback is not None:
             callback(i, record)
-    tuned = eqx.tree_at(lambda p: p.policy.gains, policy, gains)
+    tuned = eqx.tree_at(_trainable, policy, params)
     return tuned, TuneHistory(*(np.asarray(records[k]) for k in TuneHistory._fields))
