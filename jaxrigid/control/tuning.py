@@ -95,7 +95,7 @@ def _loss(params, policy, problem, m, R, maps, scenarios, at, tasks, scale, sett
     S = settings.scenarios
     members = eqx.tree_at(_trainable, policy, params)
     miss, effort, ok, *_ = _batch(problem, _repeated(members, S), m, R, maps, scenarios, at, tasks)
-    # a failed plant counts as a miss of 1 (its gradient is NaN: the step is skipped)
+    # a failed plant counts as a miss of 1 (its gradient is NaN: its task skips the step)
     miss = jnp.where(ok, miss, 1.0)
     ratio = jnp.where(ok, effort, 0.0) / scale
     loss = jnp.mean((miss / settings.miss_scale) ** 2) + settings.effort_weight * jnp.mean(ratio)
@@ -103,9 +103,9 @@ def _loss(params, policy, problem, m, R, maps, scenarios, at, tasks, scale, sett
 
 
 def _optimiser(settings: TuneSettings) -> optax.GradientTransformation:
+    # no `apply_if_finite`: `_step` zeroes a non-finite task's gradient before the update
     clip = optax.clip_by_global_norm(settings.clip)
-    chain = optax.chain(clip, optax.adam(settings.learning_rate))
-    return optax.apply_if_finite(chain, max_consecutive_errors=10**9)
+    return optax.chain(clip, optax.adam(settings.learning_rate))
 
 
 @eqx.filter_jit
@@ -145,9 +145,9 @@ def tune_feedback(
 ) -> tuple[PerTask, TuneHistory]:
     """Train the gains of `policy` (a `PerTask` of `LinearFeedback`, one per task of `tasks`:
     `neighbouring.neighbouring_feedback`'s; or of `QuadraticFeedback`, its second-order term
-    too) by (T1) on model-drawn scenarios; `optimum_effort
-    (B,)` each task's optimum effort. `callback(step, record)` after every step. Returns the
-    trained `PerTask` and a `TuneHistory`."""
+    too) by (T1) on model-drawn scenarios; `optimum_effort (B,)` each task's optimum effort.
+    `callback(step, record)` after every step. Returns the trained `PerTask` and a
+    `TuneHistory`."""
     check_policy_problem(problem)
     kinds = (LinearFeedback, QuadraticFeedback)
     if not (isinstance(policy, PerTask) and isinstance(policy.policy, kinds)):
