@@ -108,6 +108,9 @@ def interval_gain(problem, plan, state, remaining, rows: int):
     def grad_L_p(z):
         return jax.grad(lambda z: f(z) + jnp.dot(lam, c(z)))(z)[F:]
 
+    # a second trace of the simulation, after `λ`: the Hessians of both constraints from one
+    # trace (`jacfwd(jacrev(c))`) build for 0.64-0.82x but run 1.3-1.9x as long
+    # (bench/neighbouring_gains_build.py)
     H = jax.jacfwd(grad_L_p)(z0)  # (P, F + P): ∇²ₚφL and ∇²ₚₚL
     H_pphi, H_pp = H[:, :F], H[:, F:]
     # coefficients past the remaining horizon: neither the effort nor the miss sees them
@@ -133,11 +136,23 @@ def _one_task(problem, m, R, rows, coefficients, theta0, target):
     return jax.lax.map(gain, (plans, states, remaining))
 
 
+_BATCH = 8  # tasks whose gains are computed at once (vectorised), the rest one batch at a time
+
+
 @xla_options.filter_jit
 def _gains_program(problem, m, R, rows, coefficients, theta0s, targets):
     one = lambda c, th, x: _one_task(problem, m, R, rows, c, th, x)  # noqa: E731
+    B = coefficients.shape[0]
+    # `lax.map` traces a batch count that is not a multiple of its batch size twice (the
+    # batches and the remainder): the tasks padded with copies of the last, traced once
+    pad = -B % _BATCH if B > _BATCH else 0
+    padded = [
+        jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)])
+        for a in (coefficients, theta0s, targets)
+    ]
     with reported_in_outcome():
-        return jax.lax.map(lambda a: one(*a), (coefficients, theta0s, targets), batch_size=8)
+        out = jax.lax.map(lambda a: one(*a), tuple(padded), batch_size=_BATCH)
+    return jax.tree_util.tree_map(lambda a: a[:B], out)
 
 
 def neighbouring_feedback(problem, coefficients, tasks: Tasks, interval=None) -> PerTask:

@@ -55,14 +55,13 @@ KICK_FRACTIONS = (0.25, 0.5)
 class Scenarios(eqx.Module):
     """`K` disturbed plants (S1), (S2), a pytree whose arrays have a leading axis `K`:
     `mass_scale (K, n)`, `inertia_scale (K, 3)` (per principal moment), `kicks (K, k, 3)`
-    (added to `Ω` at `kick_times`), `kick_times (K, k)`; static `sigma`, the size they were
-    drawn with."""
+    (added to `Ω` at `kick_times`), `kick_times (K, k)`. Arrays only: scenarios of another
+    size `σ` (and the same count) reuse every program built for these."""
 
     mass_scale: jax.Array
     inertia_scale: jax.Array
     kicks: jax.Array
     kick_times: jax.Array
-    sigma: float = eqx.field(static=True)
 
     @property
     def count(self) -> int:
@@ -100,7 +99,7 @@ def draw_scenarios(key, count: int, sigma, n_masses: int, t_end: float, dtype=No
     g = jax.random.normal(k_kick, (count, n_kicks, 3), dtype)
     directions = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
     times = jnp.broadcast_to(jnp.asarray(KICK_FRACTIONS, dtype) * t_end, (count, n_kicks))
-    return Scenarios(1 + sigma * z_mass, 1 + sigma * z_inertia, sigma * directions, times, sigma)
+    return Scenarios(1 + sigma * z_mass, 1 + sigma * z_inertia, sigma * directions, times)
 
 
 def plant(model, scenario: Scenarios):
