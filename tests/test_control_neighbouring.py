@@ -156,19 +156,29 @@ def test_float32_gains_equal_float64s(setup):
     assert error.max() < 2e-3
 
 
-def test_command_with_the_built_in_policy(setup):
+def _command(args):
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = cli.main(["control", "reach-region", "--feedback", "policy", *args])
+    return rc, stdout.getvalue(), stderr.getvalue()
+
+
+def test_command_with_the_built_in_policy(setup, tmp_path):
     """`reach-region --feedback policy --policy neighbouring --dt 0.25 --scenarios 2 --seed 0`
     evaluates the fixture's tasks (the held-out stream of seed 0) on the scenarios of seed 0:
     its medians equal the library's closed loop and open loop (each optimum replayed) on them
-    to rounding (the same programs), and it compares with every task's optimum."""
+    to rounding (the same programs), and it compares with every task's optimum. The law it
+    saves (`--save-policy`), evaluated from the file (`--policy FILE`), runs on the same
+    tasks and gives the same report (the same arrays and programs: 1e-12); `--scenarios`
+    other than its task count is refused."""
     problem, tasks, optima, policy = setup
-    stdout, stderr = io.StringIO(), io.StringIO()
-    args = ["control", "reach-region", "--feedback", "policy", "--policy", "neighbouring",
-            "--dt", "0.25", "--scenarios", "2", "--disturbance", "0.001", "--seed", "0",
-            "--json"]  # fmt: skip
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        assert cli.main(args) == 0, stderr.getvalue()
-    report = json.loads(stdout.getvalue())
+    law = tmp_path / "law.eqx"
+    args = ["--dt", "0.25", "--disturbance", "0.001", "--seed", "0", "--json"]
+    rc, stdout, stderr = _command(
+        ["--policy", "neighbouring", "--scenarios", "2", "--save-policy", str(law), *args]
+    )
+    assert rc == 0, stderr
+    report = json.loads(stdout)
     scenarios = draw_scenarios(0, 2, 0.001, 2, problem.t_end)
     closed = closed_loop_rollout(problem, policy, scenarios, tasks, H)
     replayed = replay_optima(problem, tasks, optima.coefficients, scenarios)
@@ -178,20 +188,37 @@ def test_command_with_the_built_in_policy(setup):
     assert report["open_loop_reached"] == 2 and report["open_loop_sample"] == 2
     ratio = np.median(np.asarray(closed.effort) / np.asarray(optima.effort))
     assert report["effort_ratio"] == pytest.approx(float(ratio), rel=1e-9)
+    assert report["saved_policy"] == str(law)
+
+    rc, stdout, stderr = _command(["--policy", str(law), *args])
+    assert rc == 0, stderr
+    again = json.loads(stdout)
+    assert again["kind"] == "LinearFeedback" and again["scenarios"] == 2
+    assert again["heldout_targets"] == report["heldout_targets"]
+    for key in ("closed_loop_miss", "closed_loop_effort", "open_loop_miss", "effort_ratio"):
+        assert again[key] == pytest.approx(report[key], rel=1e-12), key
+    rc, _, stderr = _command(["--policy", str(law), "--scenarios", "3", *args])
+    assert rc == 2
+    assert "a law for 2 task(s) runs one scenario on each of its tasks, not --scenarios 3" in stderr
 
 
-def _tuning_loss(problem, tasks, optima, start, S: int, scenarios):
+def _tuning_loss(problem, tasks, optima, start, S: int):
     """(T1) of `start`'s members with trainable arrays `params` (`tuning._trainable`) on
-    `scenarios` (`S` per task), as a function of `params`: `(loss, (miss, effort ratio))`."""
+    scenarios (`S` per task) and their kick steps `at`, as a function of `(params, scenarios,
+    at)`: `(loss, (miss, effort ratio))`; one program for every set of scenarios of a count."""
     settings = tuning.TuneSettings(scenarios=S, interval=H)
     rep = lambda a: jnp.repeat(a, S, axis=0)  # noqa: E731
     batch, scale = Tasks(rep(tasks.target), rep(tasks.theta0)), rep(optima.effort)
-    maps, at = interval_maps(problem, H), kick_steps(scenarios, problem.dt)
-    return lambda params: tuning._loss(params, start, problem, M_STEPS, R, maps, scenarios, at,
-                                       batch, scale, settings)  # fmt: skip
+    maps = interval_maps(problem, H)
+
+    def loss(params, scenarios, at):
+        return tuning._loss(params, start, problem, M_STEPS, R, maps, scenarios, at, batch,
+                            scale, settings)  # fmt: skip
+
+    return loss
 
 
-def test_tuning(setup):
+def test_tuning(setup, tmp_path):
     """`tune_feedback` of (F4) from the neighbouring law (the last interval's gains zeroed,
     the second-order term zero: the command's `--policy tuned`), checked on 64 σ = 0.05
     scenarios per task from a key the training never draws:
@@ -205,32 +232,36 @@ def test_tuning(setup):
       scenarios below half of the start's (measured 339 → 19.2 at dt = 0.25; after 50 steps
       still 271, the second-order term's first steps being large): a wrong gradient or
       pairing would not;
-    - the command's `--policy tuned` evaluates those trained arrays (rounding: 1e-9)."""
+    - the command's `--policy tuned` evaluates those trained arrays (rounding: 1e-9; after
+      20 steps, not 200, some of its σ = 0.05 plants still fail), and the law it saves
+      evaluates, from the file, to the same report (1e-12)."""
     problem, tasks, optima, policy = setup
     linear = eqx.tree_at(lambda p: p.gains, policy.policy, policy.policy.gains.at[:, -1].set(0))
     start = PerTask(QuadraticFeedback.from_linear(linear))
     S = 64
     unseen = draw_scenarios(99, 2 * S, 0.05, 2, problem.t_end)
-    loss = jax.jit(_tuning_loss(problem, tasks, optima, start, S, unseen))
+    loss = jax.jit(_tuning_loss(problem, tasks, optima, start, S))
     p0 = tuning._trainable(start)
     few = jax.tree_util.tree_map(
         lambda a: a.reshape(2, S, *a.shape[1:])[:, :8].reshape(16, *a.shape[1:]), unseen
     )
-    small_loss = _tuning_loss(problem, tasks, optima, start, 8, few)
-    small = jax.jit(lambda x: small_loss(x)[0])
-    grad = jax.jit(jax.grad(small))(p0)
+    small_loss = _tuning_loss(problem, tasks, optima, start, 8)
+    at_few = kick_steps(few, problem.dt)
+    # the differences from the same program as the gradient (its value): one build
+    small = jax.jit(jax.value_and_grad(lambda x: small_loss(x, few, at_few)[0]))
+    grad = small(p0)[1]
     keys = jax.random.split(jax.random.key(1), len(p0))
     d = [jax.random.normal(k, a.shape, a.dtype) for k, a in zip(keys, p0, strict=True)]
     norm = jnp.sqrt(sum(jnp.sum(x * x) for x in d))
     d = tuple(x / norm for x in d)
     eps = 1e-5
     shifted = lambda t: tuple(a + t * x for a, x in zip(p0, d, strict=True))  # noqa: E731
-    fd = (small(shifted(eps)) - small(shifted(-eps))) / (2 * eps)
+    fd = (small(shifted(eps))[0] - small(shifted(-eps))[0]) / (2 * eps)
     exact = sum(jnp.vdot(g, x) for g, x in zip(grad, d, strict=True))
     assert float(jnp.abs(fd - exact)) < 1e-6 * float(jnp.abs(fd))
 
     still = draw_scenarios(0, 2 * S, 0.0, 2, problem.t_end)
-    value, (miss, ratio) = jax.jit(_tuning_loss(problem, tasks, optima, start, S, still))(p0)
+    value, (miss, ratio) = loss(p0, still, kick_steps(still, problem.dt))
     assert float(value) == pytest.approx(tuning.TuneSettings().effort_weight, rel=1e-9)
     np.testing.assert_allclose(ratio, 1.0, rtol=1e-9)
 
@@ -238,20 +269,28 @@ def test_tuning(setup):
     tuned, history = tuning.tune_feedback(problem, start, tasks, optima.effort, settings)
     assert history.loss.shape == (200,) and np.all(np.isfinite(history.loss))
     assert float(jnp.max(jnp.abs(tuned.policy.quad))) > 0  # the second-order term trained
-    before, after = float(loss(p0)[0]), float(loss(tuning._trainable(tuned))[0])
+    at = kick_steps(unseen, problem.dt)
+    before = float(loss(p0, unseen, at)[0])
+    after = float(loss(tuning._trainable(tuned), unseen, at)[0])
     assert after < 0.5 * before
 
-    # the command's `--policy tuned`: the same tasks, start and training (the same programs)
-    stdout, stderr = io.StringIO(), io.StringIO()
-    args = ["control", "reach-region", "--feedback", "policy", "--policy", "tuned",
-            "--tune-steps", "200", "--dt", "0.25", "--scenarios", "2", "--disturbance", "0.05",
-            "--seed", "0", "--json"]  # fmt: skip
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        assert cli.main(args) == 0, stderr.getvalue()
-    report = json.loads(stdout.getvalue())
+    # the command's `--policy tuned`: the same tasks, start and training (the same programs);
+    # the law it saves, evaluated from the file, is the same law on the same tasks
+    law = tmp_path / "tuned.eqx"
+    args = ["--dt", "0.25", "--disturbance", "0.05", "--seed", "0", "--json"]
+    rc, stdout, stderr = _command(["--policy", "tuned", "--tune-steps", "200", "--scenarios", "2",
+                                   "--save-policy", str(law), *args])  # fmt: skip
+    assert rc == 0, stderr
+    report = json.loads(stdout)
     closed = closed_loop_rollout(problem, tuned, draw_scenarios(0, 2, 0.05, 2, 5.0), tasks, H)
     assert report["kind"] == "tuned"
     assert report["closed_loop_miss"] == pytest.approx(float(np.median(closed.miss)), rel=1e-9)
+    rc, stdout, stderr = _command(["--policy", str(law), *args])
+    assert rc == 0, stderr
+    again = json.loads(stdout)
+    assert again["kind"] == "QuadraticFeedback"
+    for key in ("closed_loop_miss", "open_loop_miss", "effort_ratio"):
+        assert again[key] == pytest.approx(report[key], rel=1e-12), key
 
 
 def test_tuning_bad_input(setup):

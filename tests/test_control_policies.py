@@ -21,13 +21,14 @@ import pytest
 from jaxrigid import cli
 from jaxrigid.control import mpc
 from jaxrigid.control.closed_loop import (
+    PerTask,
     Tasks,
     closed_loop_rollout,
     linear_feedback,
     loss_and_grad,
     nominal_tasks,
 )
-from jaxrigid.control.policies import LinearFeedback, MLPPolicy, active_rows
+from jaxrigid.control.policies import LinearFeedback, MLPPolicy, QuadraticFeedback, active_rows
 from jaxrigid.control.policy_io import MAGIC, load_policy, save_policy
 from jaxrigid.control.presets import reach_point
 from jaxrigid.control.region import (
@@ -205,12 +206,31 @@ def _policies():
     return mlp, lf
 
 
+def _per_task_quadratic(B: int = 3):
+    """`B` members of a `QuadraticFeedback` with random arrays (a `PerTask`, as `tuning`
+    trains them)."""
+    _, lf = _policies()
+    q = QuadraticFeedback.from_linear(lf)
+    keys = iter(jax.random.split(jax.random.key(2), 4))
+    return PerTask(jax.tree_util.tree_map(
+        lambda a: jax.random.normal(next(keys), (B,) + a.shape, a.dtype), q
+    ))  # fmt: skip
+
+
 def test_policy_file_round_trip(tmp_path):
-    """Both kinds come back with every array bit for bit, the header self-describing."""
-    for policy in _policies():
+    """Every kind, and a per-task law (one member per task), comes back with every array bit
+    for bit, the header self-describing."""
+    for policy in (*_policies(), _per_task_quadratic()):
         path = save_policy(tmp_path / "p.eqx", policy, {"family": "reach-region", "step": 3})
         loaded, header = load_policy(path)
-        assert type(loaded) is type(policy) and header["kind"] == type(policy).__name__
+        inner, kind = (
+            (loaded.policy, QuadraticFeedback) if isinstance(policy, PerTask) else (loaded, None)
+        )
+        assert type(loaded) is type(policy)
+        assert header["kind"] == (kind or type(policy)).__name__
+        assert header.get("per_task") == (3 if kind else None) and type(inner) is (
+            kind or type(policy)
+        )
         assert header["metadata"] == {"family": "reach-region", "step": 3}
         assert header["dtype"] == "float64"
         a, b = eqx.filter(policy, eqx.is_array), eqx.filter(loaded, eqx.is_array)
@@ -243,7 +263,15 @@ def test_policy_file_errors(tmp_path):
     header["kind"] = "TreePolicy"
     cases["kind.eqx"] = (
         MAGIC + json.dumps(header).encode() + b"\n" + rest,
-        "unknown policy kind 'TreePolicy' \\(MLPPolicy or LinearFeedback\\)",
+        "unknown policy kind 'TreePolicy' \\(MLPPolicy or LinearFeedback or QuadraticFeedback\\)",
+    )
+    per_task = save_policy(tmp_path / "q.eqx", _per_task_quadratic()).read_bytes()
+    head, _, rest = per_task[len(MAGIC) :].partition(b"\n")
+    header = json.loads(head)
+    header["per_task"] = 0
+    cases["tasks.eqx"] = (
+        MAGIC + json.dumps(header).encode() + b"\n" + rest,
+        "bad sizes in the header \\(per_task must be a positive integer, got 0\\)",
     )
     for name, (data, message) in cases.items():
         path = tmp_path / name
@@ -325,6 +353,10 @@ def test_train_policy_command_float32(tmp_path):
         (
             ["reach-region", "--feedback", "policy", "--policy", "tuned", "--tune-steps", "0"],
             "--tune-steps must be a positive integer, got 0",
+        ),
+        (
+            ["reach-region", "--feedback", "policy", "--policy", "p.eqx", "--save-policy", "q.eqx"],
+            "--save-policy writes a built-in law (--policy neighbouring or tuned)",
         ),
         (
             [

@@ -20,7 +20,9 @@ policy's nominal plan: zero gains); `reach-region`'s with the first `--open-loop
 scenarios, and the policy's effort over the optimum's per target (`effort_ratio`, the
 median). `--policy neighbouring` is no file: each task's optimum (reach-region: every
 held-out task's, so the comparison covers all `--scenarios`) and around it the gains of
-`control.neighbouring` (MPC's re-plan to first order), at `--dt` and `--dtype`. `--out` for
+`control.neighbouring` (MPC's re-plan to first order), at `--dt` and `--dtype`; `--policy
+tuned` trains those gains further per task; `--save-policy FILE` writes either law with its
+tasks, which `--policy FILE` then evaluates on the same tasks (one scenario each). `--out` for
 training is the policy file (a path without a suffix is a directory, the file
 `FAMILY-policy.eqx` in it). Progress: a line on stderr every `--log-every` steps. With
 `--json` one object on stdout.
@@ -54,6 +56,12 @@ def add_policy_arguments(p) -> None:
         help="--feedback policy: the policy file (train-policy --out), 'neighbouring': "
         "each task's optimum with the gains of MPC's re-plan sensitivity, or 'tuned': those "
         "gains trained further per task on model-drawn scenarios (--tune-steps)",
+    )
+    g.add_argument(
+        "--save-policy",
+        metavar="FILE",
+        help="--policy neighbouring|tuned: also write the law (one member per evaluated task, "
+        "the tasks in its metadata) to FILE; --policy FILE evaluates it on those tasks again",
     )
     g.add_argument(
         "--tune-steps",

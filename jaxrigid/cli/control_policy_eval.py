@@ -108,11 +108,76 @@ def _tuned(problem, family: str, policy, tasks, optima, args):
     return tuned
 
 
+def _without_feedback(law):
+    """A per-task feedback law with its correction terms zero: each task's nominal plan (its
+    optimum), replayed."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    from ..control.closed_loop import PerTask
+
+    inner = law.policy
+    names = [name for name in ("gains", "quad") if hasattr(inner, name)]
+    zeros = tuple(jnp.zeros_like(getattr(inner, name)) for name in names)
+    return PerTask(eqx.tree_at(lambda p: tuple(getattr(p, n) for n in names), inner, zeros))
+
+
+def _save_path(text: str):
+    """`--save-policy`'s file, its folder made (a usage error where it cannot be)."""
+    from pathlib import Path
+
+    path = Path(text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--save-policy {text!r}: {err}") from None
+    return path
+
+
+def _save(path, policy, family: str, problem, tasks, optima, sigma: float, args) -> None:
+    """Write the built-in law with what evaluates it again: its tasks, step and interval,
+    the tasks' optima (reach-region) and how it was trained (`--policy tuned`)."""
+    from ..control.policy_io import save_policy
+
+    metadata = {
+        "family": family,
+        "policy": args.policy,
+        "dt": problem.dt,
+        "interval": INTERVAL,
+        "seed": args.seed,
+        "targets": np.asarray(tasks.target).tolist(),
+        "theta0": np.asarray(tasks.theta0).tolist(),
+    }
+    if optima is not None:
+        metadata["optimum_effort"] = np.asarray(optima.effort).tolist()
+        metadata["optimum_miss"] = np.asarray(optima.miss).tolist()
+    if args.policy == "tuned":
+        metadata |= {"tune_steps": args.tune_steps, "tune_disturbance": sigma}
+    save_policy(path, policy, jsonable(metadata))
+
+
+def _saved_tasks(path, metadata: dict, count: int, dtype):
+    """The tasks a saved per-task law belongs to (its metadata's)."""
+    import jax.numpy as jnp
+
+    from ..control.closed_loop import Tasks
+
+    try:
+        targets = jnp.asarray(metadata["targets"], dtype)
+        theta0 = jnp.asarray(metadata["theta0"], dtype)
+        if targets.shape != (count, 2) or theta0.ndim != 2 or theta0.shape[0] != count:
+            raise ValueError(f"targets {targets.shape} and theta0 {theta0.shape}")
+    except (KeyError, TypeError, ValueError) as err:
+        raise UsageError(
+            f"--policy {path}: corrupt policy file: its {count} tasks are not in the metadata "
+            f"({err})"
+        ) from None
+    return Tasks(targets, theta0)
+
+
 def cmd_policy(args) -> int:
     """`jaxrigid control PROBLEM --feedback policy --policy FILE`."""
-    import equinox as eqx
     import jax
-    import jax.numpy as jnp
 
     from ..control import region
     from ..control.closed_loop import closed_loop_rollout, nominal_tasks
@@ -132,6 +197,9 @@ def cmd_policy(args) -> int:
     built_in = args.policy in BUILT_IN
     if args.policy == "tuned" and args.tune_steps < 1:
         raise UsageError(f"--tune-steps must be a positive integer, got {args.tune_steps}")
+    if args.save_policy and not built_in:
+        raise UsageError("--save-policy writes a built-in law (--policy neighbouring or tuned)")
+    save_to = _save_path(args.save_policy) if args.save_policy else None
     if built_in:
         header = {"kind": args.policy, "dtype": args.dtype, "metadata": {"dt": args.dt}}
     else:
@@ -144,7 +212,13 @@ def cmd_policy(args) -> int:
                 f"--policy {args.policy}: a policy for {header['metadata'].get('family')!r}, "
                 f"not {family!r}"
             )
-    K = 16 if args.scenarios is None else args.scenarios
+    per_task = header.get("per_task")  # a saved built-in law: evaluated on its own tasks
+    if per_task is not None and args.scenarios not in (None, per_task):
+        raise UsageError(
+            f"--policy {args.policy}: a law for {per_task} task(s) runs one scenario on each of "
+            f"its tasks, not --scenarios {args.scenarios}"
+        )
+    K = per_task or (16 if args.scenarios is None else args.scenarios)
     sigma = 0.05 if args.disturbance is None else args.disturbance
     if K < 1:
         raise UsageError(f"--scenarios must be a positive integer, got {K}")
@@ -155,13 +229,17 @@ def cmd_policy(args) -> int:
     dtype = problem.model.inertia.dtype
     # the scenarios' stream is `--seed`'s; the held-out tasks' too (never a training draw)
     scenarios = draw_scenarios(args.seed, K, sigma, problem.model.n_masses, problem.t_end, dtype)
-    if family == "reach-region":
+    if per_task is not None:
+        tasks = _saved_tasks(args.policy, header["metadata"], per_task, dtype)
+    elif family == "reach-region":
         tasks = region.sample_tasks(args.seed, K, "heldout", 0, dtype=dtype)
     else:
         tasks = nominal_tasks(problem, K)
     optima = None
     if built_in:
         policy, optima, first_order = _neighbouring(problem, family, tasks, args)
+        if save_to is not None:
+            _save(save_to, policy, family, problem, tasks, optima, sigma, args)
     t0 = time.perf_counter()
     closed = jax.block_until_ready(closed_loop_rollout(problem, policy, scenarios, tasks, INTERVAL))
     seconds = time.perf_counter() - t0
@@ -169,10 +247,9 @@ def cmd_policy(args) -> int:
     if isinstance(policy, LinearFeedback):  # zero gains: the open-loop optimum replayed
         nominal = LinearFeedback.zeros(policy.nominal_coefficients, policy.nominal_features)
         opened = closed_loop_rollout(problem, nominal, scenarios, tasks, INTERVAL)
-    elif built_in:  # each task's optimum replayed: the first-order law with zero gains
-        gains = first_order.policy.gains
-        zero = eqx.tree_at(lambda p: p.policy.gains, first_order, jnp.zeros_like(gains))
-        opened = closed_loop_rollout(problem, zero, scenarios, tasks, INTERVAL)
+    elif built_in or per_task is not None:  # each task's optimum replayed: no feedback
+        law = _without_feedback(first_order if built_in else policy)
+        opened = closed_loop_rollout(problem, law, scenarios, tasks, INTERVAL)
     if failed := int(np.sum(~np.asarray(closed.ok))):
         warn(f"{failed} of {K} scenario(s) failed in closed loop: their miss is NaN")
     miss = np.asarray(closed.miss)
@@ -198,12 +275,19 @@ def cmd_policy(args) -> int:
         "open_loop_effort": None if opened is None else float(np.median(opened.effort)),
         "seconds": seconds,
     }
+    if save_to is not None:
+        report["saved_policy"] = str(save_to)
     if family == "reach-region":
         report["heldout_targets"] = np.asarray(tasks.target).tolist()
         n = min(K, args.open_loop_sample)
-        if optima is not None:  # every task's optimum is at hand: the comparison on all
-            reached = np.asarray(optima.miss) <= REACHED
-            ratio = np.asarray(closed.effort)[reached] / np.asarray(optima.effort)[reached]
+        optimum = None if optima is None else (optima.effort, optima.miss)
+        if per_task is not None:  # the saved law's tasks' optima, saved with it
+            saved = header["metadata"]
+            optimum = (saved.get("optimum_effort"), saved.get("optimum_miss"))
+        if optimum is not None:  # every task's optimum is at hand: the comparison on all
+            effort, optimum_miss = (np.asarray(a, float) for a in optimum)
+            reached = optimum_miss <= REACHED
+            ratio = np.asarray(closed.effort)[reached] / effort[reached]
             report |= {
                 "open_loop_sample": K,
                 "open_loop_reached": int(reached.sum()),

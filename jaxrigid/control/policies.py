@@ -156,6 +156,15 @@ class QuadraticFeedback(eqx.Module):
         quad = jnp.zeros(shape, policy.gains.dtype)
         return cls(policy.gains, quad, policy.nominal_coefficients, policy.nominal_features)
 
+    def sizes(self) -> dict:
+        """What rebuilds this policy's structure (`skeleton`): `LinearFeedback`'s."""
+        return LinearFeedback(self.gains, self.nominal_coefficients, self.nominal_features).sizes()
+
+    @classmethod
+    def skeleton(cls, sizes: dict, dtype) -> QuadraticFeedback:
+        """A policy of the structure `sizes` describes (zeros), for reading a file into."""
+        return cls.from_linear(LinearFeedback.skeleton(sizes, dtype))
+
     def __call__(self, obs: Observation):
         k = obs.interval
         c_bar = jax.lax.stop_gradient(self.nominal_coefficients)[k]

@@ -6,11 +6,13 @@ A file is
     {"kind": ..., "sizes": {...}, "dtype": ..., "metadata": {...}}\\n     (one line of JSON)
     <the policy's arrays, `equinox.tree_serialise_leaves`>
 
-The header names the class (`MLPPolicy`, `LinearFeedback`), the sizes that rebuild its
-structure, the parameters' dtype and free metadata (the problem family, the training
-settings, …), so `load_policy` needs nothing but the file. A file that is not a policy file,
-or whose header or arrays are damaged or truncated, raises `ValueError` naming the file and
-what is wrong.
+The header names the class (`MLPPolicy`, `LinearFeedback`, `QuadraticFeedback`), the sizes
+that rebuild its structure, the parameters' dtype and free metadata (the problem family, the
+training settings, …), so `load_policy` needs nothing but the file. A `PerTask` policy (one
+member per task, `closed_loop`) is saved as its class with `"per_task": B` in the header
+(the members' arrays stacked); the tasks it belongs to are the caller's metadata. A file
+that is not a policy file, or whose header or arrays are damaged or truncated, raises
+`ValueError` naming the file and what is wrong.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .policies import LinearFeedback, MLPPolicy
+from .closed_loop import PerTask
+from .policies import LinearFeedback, MLPPolicy, QuadraticFeedback
 
 __all__ = ["MAGIC", "load_policy", "save_policy"]
 
@@ -32,7 +35,15 @@ MAGIC = b"JAXRIGID-POLICY 1\n"
 
 # the policy classes a file may hold, by the name its header gives: each says its structure
 # (`sizes()`) and rebuilds it (`skeleton(sizes, dtype)`)
-KINDS = {cls.__name__: cls for cls in (MLPPolicy, LinearFeedback)}
+KINDS = {cls.__name__: cls for cls in (MLPPolicy, LinearFeedback, QuadraticFeedback)}
+
+
+def _member(policy):
+    """`(the policy a file's header describes, its task count or None)`: a `PerTask`'s first
+    member (its arrays without the leading axis)."""
+    if isinstance(policy, PerTask):
+        return jax.tree_util.tree_map(lambda a: a[0], policy.policy), policy.count
+    return policy, None
 
 
 def _sizes(policy) -> dict:
@@ -47,14 +58,18 @@ def _dtype(policy) -> str:
 
 
 def save_policy(path, policy, metadata: dict | None = None) -> Path:
-    """Write `policy` (an `MLPPolicy` or `LinearFeedback`) and `metadata` (JSON-serialisable)
-    to `path`; returns the path."""
+    """Write `policy` (an `MLPPolicy`, `LinearFeedback` or `QuadraticFeedback`, or a
+    `PerTask` of one of the feedbacks) and `metadata` (JSON-serialisable) to `path`; returns
+    the path."""
+    member, count = _member(policy)
     header = {
-        "kind": type(policy).__name__,
-        "sizes": _sizes(policy),
-        "dtype": _dtype(policy),
+        "kind": type(member).__name__,
+        "sizes": _sizes(member),
+        "dtype": _dtype(member),
         "metadata": metadata or {},
     }
+    if count is not None:
+        header["per_task"] = count
     path = Path(path)
     with path.open("wb") as f:
         f.write(MAGIC)
@@ -67,7 +82,13 @@ def _skeleton(header: dict):
     kind = header["kind"]
     if kind not in KINDS:
         raise ValueError(f"unknown policy kind {kind!r} ({' or '.join(KINDS)})")
-    return KINDS[kind].skeleton(header["sizes"], jnp.dtype(header["dtype"]))
+    member = KINDS[kind].skeleton(header["sizes"], jnp.dtype(header["dtype"]))
+    count = header.get("per_task")
+    if count is None:
+        return member
+    if not (isinstance(count, int) and count >= 1):
+        raise ValueError(f"per_task must be a positive integer, got {count!r}")
+    return PerTask(jax.tree_util.tree_map(lambda a: jnp.zeros((count,) + a.shape, a.dtype), member))
 
 
 def read_header(path) -> dict:
