@@ -281,9 +281,9 @@ def cmd_policy(args) -> int:
         report["heldout_targets"] = np.asarray(tasks.target).tolist()
         n = min(K, args.open_loop_sample)
         optimum = None if optima is None else (optima.effort, optima.miss)
-        if per_task is not None:  # the saved law's tasks' optima, saved with it
-            saved = header["metadata"]
-            optimum = (saved.get("optimum_effort"), saved.get("optimum_miss"))
+        saved = header["metadata"]
+        if per_task is not None and "optimum_effort" in saved:  # saved with the law
+            optimum = (saved["optimum_effort"], saved.get("optimum_miss"))
         if optimum is not None:  # every task's optimum is at hand: the comparison on all
             effort, optimum_miss = (np.asarray(a, float) for a in optimum)
             reached = optimum_miss <= REACHED
