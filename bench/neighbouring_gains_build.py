@@ -34,7 +34,6 @@ jax.config.update("jax_enable_x64", True)
 
 from jaxrigid.control import neighbouring, region  # noqa: E402
 from jaxrigid.control.closed_loop import interval_sizes  # noqa: E402
-from jaxrigid.control.mpc import _Remaining, partial_effort  # noqa: E402
 from jaxrigid.control.policies import active_rows  # noqa: E402
 
 INTERVAL = 0.5
@@ -42,39 +41,20 @@ INTERVAL = 0.5
 
 def one_trace_gain(problem, plan, state, remaining, rows: int):
     """(N1) with `J` and both constraints' Hessians from one forward-over-reverse trace."""
-    shape = plan.coefficients.shape
-    n = shape[1]
-    phi0 = jnp.concatenate([state.x[:2], state.Omega, state.q, plan.theta0, plan.theta_dot0])
-    F = phi0.shape[0]
-
-    def split(z):
-        return z[:F], jnp.reshape(z[F:], shape)
-
-    def c(z):
-        phi, p = split(z)
-        pl, st = neighbouring._with_features(plan, state, phi, n)
-        return _Remaining(problem, pl, st, remaining).miss(p)
-
-    def f(z):
-        return partial_effort(plan.with_coefficients(split(z)[1]), remaining * problem.dt)
+    c, f, z0 = neighbouring._replan_functions(problem, plan, state, remaining)
+    F = z0.shape[0] - plan.coefficients.size
 
     def jacobian(z):
         J = jax.jacrev(c)(z)
         return J, J
 
-    z0 = jnp.concatenate([phi0, jnp.ravel(plan.coefficients)])
     hess_c, J = jax.jacfwd(jacobian, has_aux=True)(z0)  # (2, F + P, F + P), (2, F + P)
-    J_phi, J_p = J[:, :F], J[:, F:]
+    J_p = J[:, F:]
     grad_f = jax.grad(f)(z0)[F:]
     lam = -jnp.linalg.solve(J_p @ J_p.T, J_p @ grad_f)
     H = (jax.hessian(f)(z0) + jnp.tensordot(lam, hess_c, axes=1))[F:]
-    H_pphi, H_pp = H[:, :F], H[:, F:]
-    unseen = jnp.all(J_p == 0, axis=0) & (jnp.diag(H_pp) == 0)
-    H_pp = H_pp + jnp.diag(unseen.astype(H_pp.dtype))
-    kkt = jnp.block([[H_pp, J_p.T], [J_p, jnp.zeros((2, 2), J_p.dtype)]])
-    dp = jnp.linalg.solve(kkt, -jnp.concatenate([H_pphi, J_phi]))[: H_pp.shape[0]]
-    K = jnp.reshape(dp, shape + (F,))[:rows].reshape(rows * n, F)
-    return K, plan.coefficients[:rows], phi0
+    K = neighbouring._kkt_gains(H, J, plan.coefficients.shape, rows)
+    return K, plan.coefficients[:rows], z0[:F]
 
 
 def program(problem, gain):

@@ -78,13 +78,11 @@ def _with_features(plan, state, phi, n: int):
     return plan, state
 
 
-def interval_gain(problem, plan, state, remaining, rows: int):
-    """(N1) at one interval's start: `(K (rows·n, F), c̄ (rows, n), φ̄ (F,))` for the nominal
-    `plan` (local time) and model `state` with `remaining` steps of the horizon left
-    (traced), the target the problem's."""
+def _replan_functions(problem, plan, state, remaining):
+    """The re-plan around the nominal as functions of `z = (φ, p)`: `(c, f, z0)` with `c(z)`
+    (N1)'s constraint `x(T)[:2] − x*` of the remaining horizon's run from the features `φ`
+    with coefficients `p`, `f(z)` the plan's effort, `z0` the nominal `(φ̄, p̄)`."""
     shape = plan.coefficients.shape
-    n = shape[1]
-    dt = problem.dt
     phi0 = jnp.concatenate([state.x[:2], state.Omega, state.q, plan.theta0, plan.theta_dot0])
     F = phi0.shape[0]
 
@@ -93,15 +91,37 @@ def interval_gain(problem, plan, state, remaining, rows: int):
 
     def c(z):
         phi, p = split(z)
-        pl, st = _with_features(plan, state, phi, n)
+        pl, st = _with_features(plan, state, phi, shape[1])
         return _Remaining(problem, pl, st, remaining).miss(p)
 
     def f(z):
-        return partial_effort(plan.with_coefficients(split(z)[1]), remaining * dt)
+        return partial_effort(plan.with_coefficients(split(z)[1]), remaining * problem.dt)
 
-    z0 = jnp.concatenate([phi0, jnp.ravel(plan.coefficients)])
-    J = jax.jacrev(c)(z0)  # (2, F + P)
+    return c, f, jnp.concatenate([phi0, jnp.ravel(plan.coefficients)])
+
+
+def _kkt_gains(H, J, shape, rows: int):
+    """(N1) solved: `K (rows·n, F)` from `H = (∇²ₚφL ∇²ₚₚL) (P, F + P)` and `J = (J_φ Jₚ)
+    (2, F + P)` for coefficients of `shape (M, n)`."""
+    F = J.shape[1] - H.shape[0]
     J_phi, J_p = J[:, :F], J[:, F:]
+    H_pphi, H_pp = H[:, :F], H[:, F:]
+    # coefficients past the remaining horizon: neither the effort nor the miss sees them
+    unseen = jnp.all(J_p == 0, axis=0) & (jnp.diag(H_pp) == 0)
+    H_pp = H_pp + jnp.diag(unseen.astype(H_pp.dtype))
+    kkt = jnp.block([[H_pp, J_p.T], [J_p, jnp.zeros((2, 2), J_p.dtype)]])
+    dp = jnp.linalg.solve(kkt, -jnp.concatenate([H_pphi, J_phi]))[: H_pp.shape[0]]
+    return jnp.reshape(dp, shape + (F,))[:rows].reshape(rows * shape[1], F)
+
+
+def interval_gain(problem, plan, state, remaining, rows: int):
+    """(N1) at one interval's start: `(K (rows·n, F), c̄ (rows, n), φ̄ (F,))` for the nominal
+    `plan` (local time) and model `state` with `remaining` steps of the horizon left
+    (traced), the target the problem's."""
+    c, f, z0 = _replan_functions(problem, plan, state, remaining)
+    F = z0.shape[0] - plan.coefficients.size
+    J = jax.jacrev(c)(z0)  # (2, F + P)
+    J_p = J[:, F:]
     grad_f = jax.grad(f)(z0)[F:]
     lam = -jnp.linalg.solve(J_p @ J_p.T, J_p @ grad_f)
 
@@ -109,17 +129,11 @@ def interval_gain(problem, plan, state, remaining, rows: int):
         return jax.grad(lambda z: f(z) + jnp.dot(lam, c(z)))(z)[F:]
 
     # a second trace of the simulation, after `λ`: the Hessians of both constraints from one
-    # trace (`jacfwd(jacrev(c))`) build for 0.64-0.82x but run 1.3-1.9x as long
+    # trace (`jacfwd(jacrev(c))`) build for 0.64-0.96x but run 1.1-2.2x as long
     # (bench/neighbouring_gains_build.py)
     H = jax.jacfwd(grad_L_p)(z0)  # (P, F + P): ∇²ₚφL and ∇²ₚₚL
-    H_pphi, H_pp = H[:, :F], H[:, F:]
-    # coefficients past the remaining horizon: neither the effort nor the miss sees them
-    unseen = jnp.all(J_p == 0, axis=0) & (jnp.diag(H_pp) == 0)
-    H_pp = H_pp + jnp.diag(unseen.astype(H_pp.dtype))
-    kkt = jnp.block([[H_pp, J_p.T], [J_p, jnp.zeros((2, 2), J_p.dtype)]])
-    dp = jnp.linalg.solve(kkt, -jnp.concatenate([H_pphi, J_phi]))[: H_pp.shape[0]]
-    K = jnp.reshape(dp, shape + (F,))[:rows].reshape(rows * n, F)
-    return K, plan.coefficients[:rows], phi0
+    K = _kkt_gains(H, J, plan.coefficients.shape, rows)
+    return K, plan.coefficients[:rows], z0[:F]
 
 
 def _one_task(problem, m, R, rows, coefficients, theta0, target):
