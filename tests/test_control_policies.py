@@ -223,18 +223,15 @@ def test_policy_file_round_trip(tmp_path):
     for policy in (*_policies(), _per_task_quadratic()):
         path = save_policy(tmp_path / "p.eqx", policy, {"family": "reach-region", "step": 3})
         loaded, header = load_policy(path)
-        inner, kind = (
-            (loaded.policy, QuadraticFeedback) if isinstance(policy, PerTask) else (loaded, None)
-        )
-        assert type(loaded) is type(policy)
-        assert header["kind"] == (kind or type(policy)).__name__
-        assert header.get("per_task") == (3 if kind else None) and type(inner) is (
-            kind or type(policy)
-        )
+        per_task = isinstance(policy, PerTask)
+        inner, saved = (loaded.policy, policy.policy) if per_task else (loaded, policy)
+        assert type(loaded) is type(policy) and type(inner) is type(saved)
+        assert header["kind"] == type(saved).__name__
+        assert header.get("per_task") == (3 if per_task else None)
         assert header["metadata"] == {"family": "reach-region", "step": 3}
         assert header["dtype"] == "float64"
         a, b = eqx.filter(policy, eqx.is_array), eqx.filter(loaded, eqx.is_array)
-        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
             np.testing.assert_array_equal(x, y)
     mlp32 = MLPPolicy(4, 2, 5.0, RADIUS, key=jax.random.key(0), width=8, depth=1,
                       dtype=jnp.float32)  # fmt: skip

@@ -109,17 +109,14 @@ def _tuned(problem, family: str, policy, tasks, optima, args):
 
 
 def _without_feedback(law):
-    """A per-task feedback law with its correction terms zero: each task's nominal plan (its
-    optimum), replayed."""
+    """A per-task feedback law with its correction terms (the arrays `tuning` trains) zero:
+    each task's nominal plan (its optimum), replayed."""
     import equinox as eqx
     import jax.numpy as jnp
 
-    from ..control.closed_loop import PerTask
+    from ..control.tuning import _trainable
 
-    inner = law.policy
-    names = [name for name in ("gains", "quad") if hasattr(inner, name)]
-    zeros = tuple(jnp.zeros_like(getattr(inner, name)) for name in names)
-    return PerTask(eqx.tree_at(lambda p: tuple(getattr(p, n) for n in names), inner, zeros))
+    return eqx.tree_at(_trainable, law, tuple(jnp.zeros_like(a) for a in _trainable(law)))
 
 
 def _save_path(text: str):
@@ -156,7 +153,7 @@ def _save(path, policy, family: str, problem, tasks, optima, sigma: float, args)
     save_policy(path, policy, jsonable(metadata))
 
 
-def _saved_tasks(path, metadata: dict, count: int, dtype):
+def _saved_tasks(path, metadata: dict, count: int, n_masses: int, dtype):
     """The tasks a saved per-task law belongs to (its metadata's)."""
     import jax.numpy as jnp
 
@@ -165,7 +162,7 @@ def _saved_tasks(path, metadata: dict, count: int, dtype):
     try:
         targets = jnp.asarray(metadata["targets"], dtype)
         theta0 = jnp.asarray(metadata["theta0"], dtype)
-        if targets.shape != (count, 2) or theta0.ndim != 2 or theta0.shape[0] != count:
+        if targets.shape != (count, 2) or theta0.shape != (count, n_masses):
             raise ValueError(f"targets {targets.shape} and theta0 {theta0.shape}")
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(
@@ -230,7 +227,8 @@ def cmd_policy(args) -> int:
     # the scenarios' stream is `--seed`'s; the held-out tasks' too (never a training draw)
     scenarios = draw_scenarios(args.seed, K, sigma, problem.model.n_masses, problem.t_end, dtype)
     if per_task is not None:
-        tasks = _saved_tasks(args.policy, header["metadata"], per_task, dtype)
+        masses = problem.model.n_masses
+        tasks = _saved_tasks(args.policy, header["metadata"], per_task, masses, dtype)
     elif family == "reach-region":
         tasks = region.sample_tasks(args.seed, K, "heldout", 0, dtype=dtype)
     else:
