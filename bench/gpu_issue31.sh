@@ -14,13 +14,7 @@ export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PY -c "import jax, diffrax; print('jax', jax.__version__, jax.devices(), 'diffrax', diffrax.__version__)"
-step() {  # step NAME LIMIT ARGS...
-    local name=$1 limit=$2; shift 2
-    local t0=$SECONDS
-    mkdir -p "$out/$name"
-    timeout "$limit" "$PY" "$@" --out "$out/$name" || echo "step $name: exit $?"
-    echo "step $name: $((SECONDS - t0)) s"
-}
+. "$(dirname "$0")/_gpu_step.sh"  # step NAME LIMIT ARGS...
 step forward 80 bench/compile_cost.py --programs forward
 step gradient 100 bench/compile_cost.py --programs gradient
 step lp_split 110 bench/compile_cost.py --programs lp_split

@@ -13,7 +13,8 @@ then `neighbouring.neighbouring_feedback`'s gains (N1) around it, timed as a fir
 - `tuned` (`--tune STEPS`): the neighbouring law (from "last 9"; `--tune-form quadratic`,
   the default, with (F4)'s second-order term, zero to start) trained further per task
   on model-drawn σ = `--tune-sigma` scenarios (`tuning.tune_feedback`, `--tune-scenarios` per
-  task and step; its own stream, never the evaluation's), timed;
+  task and step, (T1)'s effort floor `--tune-effort-floor`; its own stream, never the
+  evaluation's), timed;
 - `MPC` (`--mpc`): the expert of `imitation.expert_rollout` driving, its exact SQP re-plan
   (8 iterations) at every interval's start (last re-plan 9, tolerance 0), the peer.
 
@@ -59,6 +60,12 @@ p.add_argument("--tune", type=int, default=0, help="tune_feedback steps (0: not 
 p.add_argument("--tune-scenarios", type=int, default=16)
 p.add_argument("--tune-sigma", type=float, default=0.05)
 p.add_argument("--tune-form", choices=("quadratic", "linear"), default="quadratic")
+p.add_argument(
+    "--tune-effort-floor",
+    type=float,
+    default=TuneSettings().effort_floor,
+    help="(T1)'s effort floor E_f (default %(default)s; 0: each task's own optimum)",
+)
 p.add_argument("--eval-per-task", type=int, default=1)
 A = p.parse_args()
 if A.quick:
@@ -95,7 +102,12 @@ _, t_second = timed(neighbouring_feedback, problem, optima.coefficients, tasks)
 common.log(f"gains: first call {t_first:.1f} s, second {t_second:.1f} s")
 tuned, t_tune, history, skipped = None, None, None, None
 if A.tune:
-    settings = TuneSettings(steps=A.tune, scenarios=A.tune_scenarios, sigma=A.tune_sigma)
+    settings = TuneSettings(
+        steps=A.tune,
+        scenarios=A.tune_scenarios,
+        sigma=A.tune_sigma,
+        effort_floor=A.tune_effort_floor,
+    )
     # from "last 9": the last interval's gains (the largest, a plant fails under them at
     # σ = 0.05) start at zero and train with the rest
     g = policy.policy.gains
@@ -107,7 +119,7 @@ if A.tune:
                                   log)  # fmt: skip
     every = max(1, A.tune // 100)
     history = {k: np.asarray(v)[::every].tolist() for k, v in hist._asdict().items()}
-    skipped = float(np.sum(hist.skipped) * A.tasks)  # task-steps whose plants failed
+    skipped = float(np.sum(hist.skipped) * A.tasks * A.tune_scenarios)  # failed rollouts
     common.log(f"tuned {A.tune} steps: {t_tune:.1f} s")
 E = A.eval_per_task
 
@@ -163,9 +175,10 @@ record = {
         "scenarios": A.tune_scenarios,
         "sigma": A.tune_sigma,
         "form": A.tune_form,
+        "effort_floor": A.tune_effort_floor,
         "seconds": t_tune,
         "history_every": max(1, A.tune // 100),
-        "skipped_task_steps": skipped,
+        "dropped_rollouts": skipped,
         "history": history,
     },
     "points": points,

@@ -76,15 +76,20 @@ def quick_build(profile: str | None = "once"):
 def quick_build_options(profile: str = "once") -> dict | None:
     """The compiler options of a quick build (`"once"` or `"repeated"`, see the module) on the
     default backend: a dict for `jax.jit(..., compiler_options=...)` on the CPU, `None`
-    elsewhere. Options this jaxlib's XLA does not know are left out (each is tried once on a
-    one-element program), and so are those the process builds every program with already
-    (`JAX_DISABLE_MOST_OPTIMIZATIONS=1`, `XLA_FLAGS`): `None` when none is left."""
+    elsewhere. Options this jaxlib's XLA does not know are left out (all are tried at once on
+    a one-element program, once per process; one by one only if that fails), and so are those
+    the process builds every program with already (`JAX_DISABLE_MOST_OPTIMIZATIONS=1`,
+    `XLA_FLAGS`): `None` when none is left."""
     if profile not in _PROFILES:
         raise ValueError(f"quick_build profile must be one of {sorted(_PROFILES)}, got {profile!r}")
     if jax.default_backend() != "cpu":
         return None
-    wanted = _PROFILES[profile] + (_EMITTER,)
-    opts = {n: v for n, v in wanted if not _in_effect(n, v) and _known(n, v)}
+    wanted = [(n, v) for n, v in _PROFILES[profile] + (_EMITTER,) if not _in_effect(n, v)]
+    # one probe for every profile's options (the jaxlibs this runs on know them all), one by
+    # one only where that fails
+    every = tuple(dict.fromkeys(o for p in _PROFILES.values() for o in p + (_EMITTER,)))
+    every = tuple(o for o in every if not _in_effect(*o))
+    opts = dict(wanted) if _known(every) else {n: v for n, v in wanted if _known(((n, v),))}
     # options the whole process already builds with are left out: a quick build is then the
     # same program as a plain one, built once (the test suite's fast build, a user's
     # `JAX_DISABLE_MOST_OPTIMIZATIONS=1`), not a second copy under another key
@@ -129,11 +134,15 @@ def key(opts: dict | None) -> tuple:
 
 
 @functools.cache
-def _known(name: str, value) -> bool:
+def _known(options: tuple) -> bool:
+    """Whether this XLA compiles with every `(name, value)` of `options` (the probe: a
+    one-element program's compile)."""
+    if not options:
+        return True
     try:
         # ahead of time, so that the probe is no nested `jit` whatever the caller traces
         probe = jax.jit(lambda x: x + 1).lower(jax.ShapeDtypeStruct((1,), "float32"))
-        probe.compile(compiler_options={name: value})
+        probe.compile(compiler_options=dict(options))
     except Exception:  # XLA's "No such compile option" (jaxlib's own error type)
         return False
     return True

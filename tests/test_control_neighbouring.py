@@ -208,7 +208,8 @@ def _tuning_loss(problem, tasks, optima, start, S: int):
     at)`: `(loss, (miss, effort ratio))`; one program for every set of scenarios of a count."""
     settings = tuning.TuneSettings(scenarios=S, interval=H)
     rep = lambda a: jnp.repeat(a, S, axis=0)  # noqa: E731
-    batch, scale = Tasks(rep(tasks.target), rep(tasks.theta0)), rep(optima.effort)
+    scale = rep(tuning.effort_scale(optima.effort, settings.effort_floor))
+    batch = Tasks(rep(tasks.target), rep(tasks.theta0))
     maps = interval_maps(problem, H)
 
     def loss(params, scenarios, at):
@@ -226,12 +227,16 @@ def test_tuning(setup, tmp_path):
       gradient of (T1) with respect to the gains and the second-order term, along a random
       direction, equals central differences to 1e-6 relative (measured 3.9e-9 at ε =
       1e-5: the differences' truncation, O(ε²));
-    - with σ = 0 each rollout is its own task's optimum: (T1) is the effort weight times 1 to
-      1e-9 (tasks and members paired wrongly leave a miss and another effort);
+    - with σ = 0 each rollout is its own task's optimum: each effort ratio is `E*/max(E*,
+      E_f)` to 1e-9 (task 0's optimum, 0.2, is below the floor 1: less than 1 there), and
+      (T1) is the effort weight times their mean (tasks and members paired wrongly, or the
+      floor not applied, leave a miss and another effort);
     - 200 steps of training (16 scenarios per task and step) lower (T1) on those unseen
-      scenarios below half of the start's (measured 339 → 19.2 at dt = 0.25; after 50 steps
-      still 271, the second-order term's first steps being large): a wrong gradient or
-      pairing would not;
+      scenarios below half of the start's (measured 208 → 6.6 at dt = 0.25, 88 of the 6400
+      training rollouts' plants failed and were dropped. When a failed plant made its whole
+      task skip the step, task 0 could stop training for good after about 25 steps: (T1)
+      rose to 388 here, and without the effort floor, built with XLA's defaults, half its
+      unseen plants failed): a wrong gradient or pairing would not;
     - the command's `--policy tuned` evaluates those trained arrays (rounding: 1e-9; after
       20 steps, not 200, some of its σ = 0.05 plants still fail), and the law it saves
       evaluates, from the file, to the same report (1e-12)."""
@@ -261,9 +266,14 @@ def test_tuning(setup, tmp_path):
     assert float(jnp.abs(fd - exact)) < 1e-6 * float(jnp.abs(fd))
 
     still = draw_scenarios(0, 2 * S, 0.0, 2, problem.t_end)
-    value, (miss, ratio) = loss(p0, still, kick_steps(still, problem.dt))
-    assert float(value) == pytest.approx(tuning.TuneSettings().effort_weight, rel=1e-9)
-    np.testing.assert_allclose(ratio, 1.0, rtol=1e-9)
+    value, (miss, ratio, alive) = loss(p0, still, kick_steps(still, problem.dt))
+    e = np.asarray(optima.effort)
+    expected = np.repeat(e / np.maximum(e, tuning.TuneSettings().effort_floor), S)
+    assert np.min(expected) < 0.5  # the floor matters for one of the two tasks
+    assert bool(jnp.all(alive))
+    np.testing.assert_allclose(ratio, expected, rtol=1e-9)
+    weight = tuning.TuneSettings().effort_weight
+    assert float(value) == pytest.approx(weight * np.mean(expected), rel=1e-9)
 
     settings = tuning.TuneSettings(steps=200, scenarios=16, interval=H)
     tuned, history = tuning.tune_feedback(problem, start, tasks, optima.effort, settings)
@@ -303,3 +313,6 @@ def test_tuning_bad_input(setup):
         tuning.tune_feedback(problem, policy, tasks, -optima.effort)
     with pytest.raises(ValueError, match="steps and scenarios must be positive integers"):
         tuning.tune_feedback(problem, policy, tasks, optima.effort, tuning.TuneSettings(steps=0))
+    bad = tuning.TuneSettings(effort_floor=-1.0)
+    with pytest.raises(ValueError, match="effort_floor must be a finite number ≥ 0, got -1.0"):
+        tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)

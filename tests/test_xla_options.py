@@ -95,6 +95,20 @@ def test_options_the_process_builds_with_are_left_out(monkeypatch, lowerings):
         np.testing.assert_array_equal(a, b)
 
 
+def test_an_option_this_xla_does_not_know_is_left_out(monkeypatch):
+    """All options are probed in one compile; where that fails (an option this jaxlib's XLA
+    does not know), one by one: the unknown one is left out, the others kept."""
+    known = jr.quick_build_options()
+    unknown = ("xla_no_such_option_for_jaxrigid", 1)
+    monkeypatch.setitem(xla_options._PROFILES, "once", xla_options._PROFILES["once"] + (unknown,))
+    xla_options._known.cache_clear()
+    try:
+        assert jr.quick_build_options() == known
+        assert not xla_options._known((unknown,))
+    finally:
+        xla_options._known.cache_clear()
+
+
 def test_an_unknown_profile_is_refused_naming_the_profiles():
     with pytest.raises(ValueError, match=r"one of \['once', 'repeated'\] or None, got 'fast'"):
         with jr.quick_build("fast"):

@@ -149,7 +149,11 @@ def _save(path, policy, family: str, problem, tasks, optima, sigma: float, args)
         metadata["optimum_effort"] = np.asarray(optima.effort).tolist()
         metadata["optimum_miss"] = np.asarray(optima.miss).tolist()
     if args.policy == "tuned":
-        metadata |= {"tune_steps": args.tune_steps, "tune_disturbance": sigma}
+        from ..control.tuning import TuneSettings
+
+        floor = TuneSettings().effort_floor  # (T1)'s, as `_tuned` trained with it
+        metadata |= {"tune_steps": args.tune_steps, "tune_disturbance": sigma,
+                     "tune_effort_floor": floor}  # fmt: skip
     save_policy(path, policy, jsonable(metadata))
 
 

@@ -7,12 +7,18 @@ form, (F2) around each task's open-loop optimum, and trains its gains by gradien
 closed-loop rollouts on scenarios drawn from the disturbance model (`scenarios`, (S1), (S2)):
 at step `i`, for each of the `B` tasks `S` fresh scenarios of size `σ`, and
 
-    L = (1/BS) Σ_{b,s} [ (miss_bs / s_m)² + w · effort_bs / E*_b ]                      (T1)
+    L = (1/BS) Σ_{b,s} [ (miss_bs / s_m)² + w · effort_bs / max(E*_b, E_f) ]            (T1)
 
 (`s_m` the miss scale, `w` the effort weight, `E*_b` task `b`'s optimum effort: each task's
-effort counted relative to its own), minimised with `optax.adam` after a global-norm clip; a
-task whose gradient is not finite (one of its plants failed under a large correction) skips
-that step.
+effort counted relative to its own, but never relative to less than the floor `E_f`),
+minimised with `optax.adam` after a global-norm clip. A rollout whose plant failed under a
+large correction counts as a miss of 1 and adds no gradient: its task trains on its other
+rollouts (each rollout differentiated with its own copy of its task's arrays, so a failure's
+NaN stays in its own row; a task skipping the whole step instead could stay where every
+batch has a failing plant, and never train again). The floor is there for targets the
+optimum reaches with almost no actuation: relative to their own optimum a disturbance's
+correction costs tens of times it, and (T1) without the floor traded their success for
+effort (bench/README, `neighbouring_feedback.py`, "The effort counted against a floor").
 The nominal plan `c̄ₖ` and features `φ̄ₖ` stay the optimum's; the gains of every interval
 train, the last one's too, and for a `policies.QuadraticFeedback` (F4) (`from_linear` of the
 neighbouring law) its second-order term with them: the form that reaches the targets the
@@ -26,6 +32,7 @@ per shapes `(B, S)`: one `jit` of the whole step, scenarios drawn inside it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -53,8 +60,9 @@ _STREAM = 3  # folded into the seed's key (training uses 2: a different stream)
 
 class TuneSettings(NamedTuple):
     """`steps`, `scenarios` (`S` per task and step), `sigma` (their `σ`), `learning_rate`,
-    `clip` (global gradient norm), (T1)'s `miss_scale` and `effort_weight`, `interval` (`H`,
-    default `T/10`), `seed` (the scenarios' stream)."""
+    `clip` (global gradient norm), (T1)'s `miss_scale`, `effort_weight` and `effort_floor`
+    (`E_f`, in the problem's effort units), `interval` (`H`, default `T/10`), `seed` (the
+    scenarios' stream)."""
 
     steps: int = 1000
     scenarios: int = 16
@@ -63,15 +71,16 @@ class TuneSettings(NamedTuple):
     clip: float = 10.0
     miss_scale: float = 0.05
     effort_weight: float = 0.1
+    effort_floor: float = 1.0
     interval: float | None = None
     seed: int = 0
 
 
 class TuneHistory(NamedTuple):
-    """Per step: `loss` (T1), `grad_norm` (before clipping, the skipped tasks' left out),
+    """Per step: `loss` (T1), `grad_norm` (before clipping, the dropped rollouts' left out),
     `success` (the batch's fraction with miss ≤ 0.05), `effort_ratio` (the batch's median
-    effort over its task's optimum), `skipped` (the fraction of tasks whose gradient was not
-    finite: a plant failed; they keep their gains that step)."""
+    effort over its task's (T1) scale, `max(E*, E_f)`), `skipped` (the fraction of rollouts
+    whose plant failed: their gradient dropped)."""
 
     loss: np.ndarray
     grad_norm: np.ndarray
@@ -92,18 +101,34 @@ def _trainable(policy: PerTask):
 
 
 def _loss(params, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings):
+    """(T1) of the `PerTask` `policy` with its trainable arrays `params` (one per task), on
+    `S` rollouts per task: `(loss, (miss, effort ratio, plant alive))`."""
     S = settings.scenarios
-    members = eqx.tree_at(_trainable, policy, params)
-    miss, effort, ok, *_ = _batch(problem, _repeated(members, S), m, R, maps, scenarios, at, tasks)
-    # a failed plant counts as a miss of 1 (its gradient is NaN: its task skips the step)
+    each = lambda x: jnp.repeat(x, S, axis=0)  # noqa: E731
+    members = _repeated(policy, S)
+    args = (problem, m, R, maps, scenarios, at, tasks, scale, settings)
+    return _rollouts_loss(tuple(map(each, params)), members, *args)
+
+
+def _rollouts_loss(params, members, problem, m, R, maps, scenarios, at, tasks, scale, settings):
+    """(T1) with one copy of the trainable arrays per rollout (`params`, `members`: `B·S`
+    rows, rollout `b·S + s` task `b`'s): its gradient, row by row, is each rollout's own."""
+    members = eqx.tree_at(_trainable, members, params)
+    miss, effort, ok, *_ = _batch(problem, members, m, R, maps, scenarios, at, tasks)
+    # a failed plant counts as a miss of 1 (its gradient is NaN: `_step` drops that rollout's)
     miss = jnp.where(ok, miss, 1.0)
     ratio = jnp.where(ok, effort, 0.0) / scale
     loss = jnp.mean((miss / settings.miss_scale) ** 2) + settings.effort_weight * jnp.mean(ratio)
-    return loss, (miss, ratio)
+    return loss, (miss, ratio, ok)
+
+
+def effort_scale(optimum_effort, effort_floor: float):
+    """(T1)'s scale of each task's effort: `max(E*, E_f)`."""
+    return jnp.maximum(optimum_effort, effort_floor)
 
 
 def _optimiser(settings: TuneSettings) -> optax.GradientTransformation:
-    # no `apply_if_finite`: `_step` zeroes a non-finite task's gradient before the update
+    # no `apply_if_finite`: `_step` drops a failed rollout's gradient before the update
     clip = optax.clip_by_global_norm(settings.clip)
     return optax.chain(clip, optax.adam(settings.learning_rate))
 
@@ -115,14 +140,24 @@ def _step(params, opt_state, policy, problem, m, R, maps, at, tasks, scale, key,
         key, B * settings.scenarios, settings.sigma, problem.model.n_masses, problem.t_end,
         params[0].dtype,
     )  # fmt: skip
-    (loss, (miss, ratio)), grads = jax.value_and_grad(_loss, has_aux=True)(
-        params, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings
+    S = settings.scenarios
+    members = _repeated(policy, S)
+    copies = tuple(jnp.repeat(p, S, axis=0) for p in params)
+    (loss, (miss, ratio, ok)), grads = jax.value_and_grad(_rollouts_loss, has_aux=True)(
+        copies, members, problem, m, R, maps, scenarios, at, tasks, scale, settings
     )
-    # a plant that failed makes its task's gradient NaN (and only its task's): that task
-    # skips the step, the others train on
-    finite = jnp.stack([jnp.all(jnp.isfinite(g.reshape(g.shape[0], -1)), axis=1) for g in grads])
-    finite = jnp.all(finite, axis=0)
-    grads = tuple(jnp.where(finite.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0) for g in grads)
+    # a rollout whose plant failed has a NaN gradient (its own only: each rollout has its own
+    # copy of the arrays): it adds nothing, and its task trains on its other rollouts
+    keep = ok & jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(g.reshape(g.shape[0], -1)), axis=1) for g in grads]),
+        axis=0,
+    )
+    grads = tuple(
+        jnp.where(keep.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0)
+        .reshape((B, S) + g.shape[1:])
+        .sum(axis=1)
+        for g in grads
+    )
     updates, opt_state = _optimiser(settings).update(grads, opt_state, params)
     return (
         optax.apply_updates(params, updates),
@@ -131,7 +166,7 @@ def _step(params, opt_state, policy, problem, m, R, maps, at, tasks, scale, key,
         jnp.sqrt(sum(jnp.sum(g * g) for g in grads)),
         jnp.mean(miss <= 0.05),
         jnp.median(ratio),
-        1.0 - jnp.mean(finite.astype(loss.dtype)),
+        1.0 - jnp.mean(keep.astype(loss.dtype)),
     )
 
 
@@ -167,20 +202,23 @@ def tune_feedback(
         )
     if not bool(jnp.all(scale > 0)):
         raise ValueError("optimum_effort must be positive (each task's optimum effort)")
+    floor = settings.effort_floor
+    if not (isinstance(floor, int | float) and math.isfinite(floor) and floor >= 0):
+        raise ValueError(f"effort_floor must be a finite number ≥ 0, got {floor!r}")
     S = settings.scenarios
     m, R = interval_sizes(problem, settings.interval, None)
     maps = interval_maps(problem, m * problem.dt)
     rep = lambda a: jnp.repeat(jnp.asarray(a, dtype), S, axis=0)  # noqa: E731
     batch = Tasks(rep(tasks.target), rep(tasks.theta0))
-    scale = rep(scale)
+    scale = rep(effort_scale(scale, floor))
     # the kick times are fixed fractions of T: their steps are the same for every draw
     still = draw_scenarios(0, B * S, 0.0, problem.model.n_masses, problem.t_end)
     at = kick_steps(still, problem.dt)
     params = _trainable(policy)
     opt_state = _optimiser(settings).init(params)
     base = jax.random.fold_in(jax.random.key(settings.seed), _STREAM)
-    # the step's program depends on these settings only (not on `steps` or `seed`)
-    step_settings = settings._replace(steps=1, seed=0)
+    # the step's program depends on these settings only (not on `steps`, `seed` or the floor)
+    step_settings = settings._replace(steps=1, seed=0, effort_floor=0.0)
     records: dict[str, list] = {k: [] for k in TuneHistory._fields}
     for i in range(settings.steps):
         params, opt_state, *values = _step(
