@@ -316,3 +316,6 @@ def test_tuning_bad_input(setup):
     bad = tuning.TuneSettings(effort_floor=-1.0)
     with pytest.raises(ValueError, match="effort_floor must be a finite number ≥ 0, got -1.0"):
         tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)
+    word = tuning.TuneSettings(effort_floor="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"effort_floor must be a number, got '1' \(str\)"):
+        tuning.tune_feedback(problem, policy, tasks, optima.effort, word)

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._checks import real_number
 from .closed_loop import (
     PerTask,
     Tasks,
@@ -103,11 +104,14 @@ def _trainable(policy: PerTask):
 def _loss(params, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings):
     """(T1) of the `PerTask` `policy` with its trainable arrays `params` (one per task), on
     `S` rollouts per task: `(loss, (miss, effort ratio, plant alive))`."""
-    S = settings.scenarios
-    each = lambda x: jnp.repeat(x, S, axis=0)  # noqa: E731
-    members = _repeated(policy, S)
+    copies, members = _per_rollout(params, policy, settings.scenarios)
     args = (problem, m, R, maps, scenarios, at, tasks, scale, settings)
-    return _rollouts_loss(tuple(map(each, params)), members, *args)
+    return _rollouts_loss(copies, members, *args)
+
+
+def _per_rollout(params, policy: PerTask, S: int):
+    """The trainable arrays and the policy, each task's `S` times in a row (`_repeated`)."""
+    return tuple(jnp.repeat(p, S, axis=0) for p in params), _repeated(policy, S)
 
 
 def _rollouts_loss(params, members, problem, m, R, maps, scenarios, at, tasks, scale, settings):
@@ -141,8 +145,7 @@ def _step(params, opt_state, policy, problem, m, R, maps, at, tasks, scale, key,
         params[0].dtype,
     )  # fmt: skip
     S = settings.scenarios
-    members = _repeated(policy, S)
-    copies = tuple(jnp.repeat(p, S, axis=0) for p in params)
+    copies, members = _per_rollout(params, policy, S)
     (loss, (miss, ratio, ok)), grads = jax.value_and_grad(_rollouts_loss, has_aux=True)(
         copies, members, problem, m, R, maps, scenarios, at, tasks, scale, settings
     )
@@ -202,8 +205,8 @@ def tune_feedback(
         )
     if not bool(jnp.all(scale > 0)):
         raise ValueError("optimum_effort must be positive (each task's optimum effort)")
-    floor = settings.effort_floor
-    if not (isinstance(floor, int | float) and math.isfinite(floor) and floor >= 0):
+    floor = real_number("effort_floor", settings.effort_floor)
+    if not (math.isfinite(floor) and floor >= 0):
         raise ValueError(f"effort_floor must be a finite number ≥ 0, got {floor!r}")
     S = settings.scenarios
     m, R = interval_sizes(problem, settings.interval, None)
