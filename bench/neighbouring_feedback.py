@@ -19,12 +19,20 @@ then `neighbouring.neighbouring_feedback`'s gains (N1) around it, timed as a fir
   (8 iterations) at every interval's start (last re-plan 9, tolerance 0), the peer.
 
 Each: success (miss ≤ 0.05), median and 90th percentile miss, the median over tasks of the
-effort's ratio to the task's optimum, the rollout program's seconds. Writes
+effort's ratio to the task's optimum, the rollout program's seconds; and every rollout's miss
+and effort (`rollouts`, with each task's optimum effort and index). Writes
 `results/neighbouring_feedback_<device>.json`. `--eval-per-task E`: `E` scenarios per task
 (every controller on the same `tasks·E` rollouts).
 
+`--shard START:STOP`: only tasks `START … STOP−1` of the `--tasks` drawn (tuned, evaluated
+on their own rows of the scenarios drawn for all `tasks·E`), written to
+`..._<device>_tasks<START>-<STOP>.json`: shards of one run, run one after another or on
+several machines, pool into the whole run's rollouts (`neighbouring_feedback_pool.py`); only
+the tuning's own scenario stream differs from an unsharded run.
+
     python bench/neighbouring_feedback.py [--tasks 64] [--sigmas 0.001,0.01,0.05] [--last 10,9,8]
                                           [--dt 0.05] [--mpc] [--tune STEPS] [--eval-per-task E]
+                                          [--shard START:STOP]
 """
 
 from __future__ import annotations
@@ -67,11 +75,18 @@ p.add_argument(
     help="(T1)'s effort floor E_f (default %(default)s; 0: each task's own optimum)",
 )
 p.add_argument("--eval-per-task", type=int, default=1)
+p.add_argument("--shard", default=None, help="START:STOP, only these tasks of --tasks")
 A = p.parse_args()
 if A.quick:
     A.tasks, A.dt, A.sigmas, A.last = 2, 0.25, "0.001", "10"
     A.tune = min(A.tune, 3)
 T0 = time.perf_counter()
+if A.shard is None:
+    FIRST, LAST = 0, A.tasks
+else:
+    FIRST, LAST = (int(x) for x in A.shard.split(":"))
+    if not 0 <= FIRST < LAST <= A.tasks:
+        p.error(f"--shard must be START:STOP with 0 <= START < STOP <= --tasks, got {A.shard}")
 
 
 def timed(f, *args, **kwargs):
@@ -94,9 +109,11 @@ def summary(miss, effort, optimum_effort, seconds) -> dict:
 
 problem = region.reach_region(dt=A.dt)
 tasks = region.sample_tasks(A.seed, A.tasks, "heldout", 0)
+tasks = Tasks(*(a[FIRST:LAST] for a in tasks))
+B = LAST - FIRST
 optima, t_optima = timed(region.open_loop_optima, problem, tasks)
 reached = np.asarray(optima.miss) < 1e-8
-common.log(f"optima: {t_optima:.1f} s, {int(reached.sum())} of {A.tasks} reached")
+common.log(f"optima: {t_optima:.1f} s, {int(reached.sum())} of {B} reached")
 policy, t_first = timed(neighbouring_feedback, problem, optima.coefficients, tasks)
 _, t_second = timed(neighbouring_feedback, problem, optima.coefficients, tasks)
 common.log(f"gains: first call {t_first:.1f} s, second {t_second:.1f} s")
@@ -119,7 +136,7 @@ if A.tune:
                                   log)  # fmt: skip
     every = max(1, A.tune // 100)
     history = {k: np.asarray(v)[::every].tolist() for k, v in hist._asdict().items()}
-    skipped = float(np.sum(hist.skipped) * A.tasks * A.tune_scenarios)  # failed rollouts
+    skipped = float(np.sum(hist.skipped) * B * A.tune_scenarios)  # failed rollouts
     common.log(f"tuned {A.tune} steps: {t_tune:.1f} s")
 E = A.eval_per_task
 
@@ -134,9 +151,10 @@ gains = policy.policy.gains
 o_effort = np.repeat(np.asarray(optima.effort), E)
 rows = active_rows(problem.control, region.INTERVAL)
 nobody = MLPPolicy(rows, 2, region.HORIZON, region.RADIUS, key=jax.random.key(0))
-points = []
+points, rollouts = [], {}
 for sigma in [float(s) for s in A.sigmas.split(",")]:
     scenarios = draw_scenarios(A.seed, A.tasks * E, sigma, 2, problem.t_end)
+    scenarios = jax.tree_util.tree_map(lambda a: a[FIRST * E : LAST * E], scenarios)
     runs = {"open loop": jnp.zeros_like(gains)}
     for last in [int(x) for x in A.last.split(",")]:
         keep = (jnp.arange(gains.shape[1]) < last).astype(gains.dtype)[None, :, None, None]
@@ -151,6 +169,7 @@ for sigma in [float(s) for s in A.sigmas.split(",")]:
         point = {"sigma": sigma, "controller": name}
         point |= summary(run.miss, run.effort, o_effort, seconds)
         points.append(point)
+        rollouts[f"{sigma:g}, {name}"] = {"miss": run.miss, "effort": run.effort}
         common.log(str(point))
     if A.mpc:
         run, seconds = timed(expert_rollout, problem, nobody, scenarios, tasks_e,
@@ -158,9 +177,11 @@ for sigma in [float(s) for s in A.sigmas.split(",")]:
         point = {"sigma": sigma, "controller": "MPC, last re-plan 9"}
         point |= summary(run.miss, run.effort, o_effort, seconds)
         points.append(point)
+        rollouts[f"{sigma:g}, MPC"] = {"miss": run.miss, "effort": run.effort}
         common.log(str(point))
 record = {
     "tasks": A.tasks,
+    "shard": [FIRST, LAST],
     "dt": A.dt,
     "seed": A.seed,
     "optima_seconds": t_optima,
@@ -182,6 +203,12 @@ record = {
         "history": history,
     },
     "points": points,
+    "task_index": np.arange(FIRST, LAST),
+    "optimum_effort": optima.effort,
+    "optimum_miss": optima.miss,
+    "rollouts": rollouts,
 }
-name = f"neighbouring_feedback_{common.device_tag(quick=A.quick)}.json"
+name = f"neighbouring_feedback_{common.device_tag(quick=A.quick)}"
+name += "" if A.shard is None else f"_tasks{FIRST}-{LAST}"
+name += ".json"
 common.log(f"wrote {common.write_results(A.out, name, record, T0)}")

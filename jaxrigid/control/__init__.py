@@ -6,8 +6,10 @@ named problems (`mode="prescribed"` or `"dynamic"`); disturbed scenarios (`scena
 receding-horizon control on them (`mpc`), and feedback policies trained through the
 simulator (`policies`, `closed_loop`, `training`, `policy_io`; the `reach-region` family,
 `region`), learnt from MPC (`imitation`), or computed from the re-plan's sensitivity
-(`neighbouring`) and trained further per task on model-drawn scenarios (`tuning`)."""
+(`neighbouring`) and trained further per task on model-drawn scenarios (`tuning`); the least
+effort any such law could spend on a plant known in advance (`hindsight`)."""
 
+from . import hindsight as hindsight
 from . import imitation as imitation
 from . import mpc as mpc
 from . import neighbouring as neighbouring
@@ -31,6 +33,8 @@ from .costs import Tracking as Tracking
 from .costs import Trajectory as Trajectory
 from .costs import WeightedSum as WeightedSum
 from .costs import rollout as rollout
+from .hindsight import Hindsight as Hindsight
+from .hindsight import hindsight_optima as hindsight_optima
 from .neighbouring import neighbouring_feedback as neighbouring_feedback
 from .optimise import AugmentedLagrangian as AugmentedLagrangian
 from .optimise import MultiStartResult as MultiStartResult

@@ -1,0 +1,148 @@
+"""The hindsight optimum's effort (`control.hindsight`, (H1)) on reach-region's held-out
+rollouts: how little effort any feedback law of the closed loop's form could spend on each
+disturbed plant, against the task's open-loop optimum `E*` and the controllers of
+`neighbouring_feedback.py` (issue 35's effort target, median ≤ 1.5× `E*`).
+
+The rollouts are `neighbouring_feedback.py`'s: held-out tasks `region.sample_tasks(--seed,
+--tasks, "heldout", 0)` (`--shard START:STOP` of them), `--eval-per-task E` scenarios each,
+`draw_scenarios(--seed, tasks·E, σ)` (their rows of it), σ = `--sigma`. With `--from FILE`
+(a `neighbouring_feedback` result written with its `rollouts`) the arguments are read from
+the file, each task's optimum is checked against the file's, and every controller of the file
+is compared rollout by rollout with `E_h(0.05)`:
+
+- `E_h(0)` and `E_h(0.05)` per rollout over `E*` (median, and the 45th percentile: a
+  controller that succeeds on ≥ 95 % of the rollouts spends at least `E_h(0.05)` on each of
+  them, so its median effort ratio is at least the 45th percentile of `E_h(0.05)/E*`);
+- per controller: success, median effort / `E*`, median effort / `E_h(0.05)` over its
+  successes, and how many successes spent less than `E_h(0.05)` (SQP's solution then was not
+  the global one for that plant);
+- the hindsight program's first call (build and run) and second call (run).
+
+Writes `results/hindsight_effort_<device>.json`.
+
+    python bench/hindsight_effort.py [--tasks 32] [--eval-per-task 8] [--sigma 0.05] [--from FILE]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import _common as common
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+from jaxrigid.control import region  # noqa: E402
+from jaxrigid.control.closed_loop import Tasks  # noqa: E402
+from jaxrigid.control.hindsight import hindsight_optima  # noqa: E402
+from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
+
+SUCCESS = 0.05
+
+p = common.parser(__doc__)
+p.add_argument("--tasks", type=int, default=32)
+p.add_argument("--shard", default=None, help="START:STOP, only these tasks of --tasks")
+p.add_argument("--eval-per-task", type=int, default=8)
+p.add_argument("--sigma", type=float, default=0.05)
+p.add_argument("--dt", type=float, default=0.05)
+p.add_argument("--seed", type=int, default=0)
+p.add_argument("--from", dest="source", default=None, help="a neighbouring_feedback result")
+A = p.parse_args()
+source = None
+if A.source is not None:
+    source = json.loads(open(A.source).read())
+    A.tasks, A.eval_per_task, A.dt, A.seed = (
+        source["tasks"], source["eval_per_task"], source["dt"], source["seed"],
+    )  # fmt: skip
+    A.shard = "{}:{}".format(*source.get("shard", [0, A.tasks]))
+if A.quick:
+    A.tasks, A.eval_per_task, A.dt, A.shard = 2, 2, 0.25, None
+FIRST, LAST = (0, A.tasks) if A.shard is None else (int(x) for x in A.shard.split(":"))
+E = A.eval_per_task
+T0 = time.perf_counter()
+
+
+def timed(f, *args):
+    t = time.perf_counter()
+    out = jax.block_until_ready(f(*args))
+    return out, time.perf_counter() - t
+
+
+problem = region.reach_region(dt=A.dt)
+tasks = region.sample_tasks(A.seed, A.tasks, "heldout", 0)
+tasks = Tasks(*(a[FIRST:LAST] for a in tasks))
+optima, t_optima = timed(region.open_loop_optima, problem, tasks)
+if source is not None:  # the same tasks and optima as the file's
+    np.testing.assert_allclose(optima.effort, source["optimum_effort"], rtol=1e-9)
+common.log(f"optima: {t_optima:.1f} s")
+
+
+def each(a):  # every task's row E times: the evaluation's rollouts
+    return jnp.repeat(a, E, axis=0)
+
+
+tasks_e, coefficients = Tasks(*map(each, tasks)), each(optima.coefficients)
+e_star = np.repeat(np.asarray(optima.effort), E)
+scenarios = draw_scenarios(A.seed, A.tasks * E, A.sigma, 2, problem.t_end)
+scenarios = jax.tree_util.tree_map(lambda a: a[FIRST * E : LAST * E], scenarios)
+found, seconds = {}, {}
+for r in (0.0, SUCCESS):
+    found[r], seconds[f"first call, r = {r:g}"] = timed(
+        hindsight_optima, problem, tasks_e, coefficients, scenarios, r
+    )
+    common.log(f"r = {r:g}: {seconds[f'first call, r = {r:g}']:.1f} s")
+_, seconds["second call"] = timed(hindsight_optima, problem, tasks_e, coefficients, scenarios, 0.0)
+
+
+def ratios(effort, r: float) -> dict:
+    q = np.asarray(effort) / e_star
+    return {
+        "median": float(np.nanmedian(q)),
+        "p45": float(np.nanpercentile(q, 45)),
+        "p10": float(np.nanpercentile(q, 10)),
+        "p90": float(np.nanpercentile(q, 90)),
+        "not_reached": int(np.sum(~(np.asarray(found[r].miss) <= r + 1e-8))),
+        "zero": int(np.sum(np.asarray(found[r].zero))),
+    }
+
+
+record = {
+    "tasks": A.tasks,
+    "shard": [FIRST, LAST],
+    "eval_per_task": E,
+    "sigma": A.sigma,
+    "dt": A.dt,
+    "seed": A.seed,
+    "source": A.source,
+    "seconds": seconds,
+    "optima_seconds": t_optima,
+    "hindsight_over_optimum": {f"r = {r:g}": ratios(found[r].effort, r) for r in found},
+    "rollouts": {
+        "optimum_effort": e_star,
+        **{f"hindsight effort, r = {r:g}": found[r].effort for r in found},
+    },
+}
+common.log(json.dumps(common.to_json(record["hindsight_over_optimum"]), indent=1))
+if source is not None:
+    bound = np.asarray(found[SUCCESS].effort)
+    controllers = {}
+    for name, run in source["rollouts"].items():
+        if not name.startswith(f"{A.sigma:g}, "):
+            continue
+        miss = np.asarray(run["miss"], float)
+        effort = np.asarray(run["effort"], float)
+        ok = np.isfinite(miss) & (miss <= SUCCESS)
+        controllers[name] = {
+            "success": float(np.mean(ok)),
+            "median_effort_ratio": float(np.median(effort / e_star)),
+            "median_effort_over_hindsight": float(np.median(effort[ok] / bound[ok])),
+            "successes_below_hindsight": int(np.sum(ok & (effort < bound * (1 - 1e-9)))),
+        }
+    record["controllers"] = controllers
+    common.log(json.dumps(controllers, indent=1))
+name = f"hindsight_effort_{common.device_tag(quick=A.quick)}"
+name += "" if A.shard is None else f"_tasks{FIRST}-{LAST}"
+common.log(f"wrote {common.write_results(A.out, name + '.json', record, T0)}")

@@ -1,0 +1,127 @@
+"""The hindsight optimum (H1) of a disturbed plant (`control.hindsight`): a KKT point of least
+effort within `r` of the target, run again by the closed loop's own rollout to the same miss
+and effort; the undisturbed plant gives back the task's open-loop optimum, and a task that the
+rails kept at rest already reach costs nothing; bad input is refused. `dt = 0.25` (20 steps)
+and the same three tasks as `test_control_region_optima` (its optima program is reused), on
+an undisturbed and a σ = 0.05 plant each: one hindsight program for both radii."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrigid.control import hindsight, region
+from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout, interval_maps
+from jaxrigid.control.policies import LinearFeedback
+from jaxrigid.control.scenarios import draw_scenarios, kick_steps
+
+DT = 0.25
+SUCCESS = 0.05
+
+
+@pytest.fixture(scope="module")
+def solved():
+    """Two held-out tasks and the start itself (rails at rest at the bottom), each on the
+    undisturbed plant (rollouts 0–2) and on a σ = 0.05 one (3–5); (H1) for r = 0 and 0.05."""
+    problem = region.reach_region(dt=DT)
+    held = region.sample_tasks(0, 2, "heldout", 0)
+    rest = Tasks(jnp.zeros((1, 2)), jnp.full((1, 2), -math.pi / 2))
+    tasks = Tasks(*(jnp.concatenate([a, b]) for a, b in zip(held, rest)))
+    optima = region.open_loop_optima(problem, tasks)
+    twice = lambda a: jnp.concatenate([a, a])  # noqa: E731
+    tasks6 = Tasks(*map(twice, tasks))
+    coefficients, e_star = twice(optima.coefficients), twice(optima.effort)
+    plants = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a, b]),
+        draw_scenarios(0, 3, 0.0, 2, problem.t_end),
+        draw_scenarios(1, 3, 0.05, 2, problem.t_end),
+    )
+    found = {
+        r: hindsight.hindsight_optima(problem, tasks6, coefficients, plants, r)
+        for r in (0.0, SUCCESS)
+    }
+    return problem, tasks6, coefficients, e_star, plants, found
+
+
+def test_undisturbed_plant_gives_back_the_optimum(solved):
+    """With no disturbance the task's own optimum is (H1)'s r = 0 solution, up to what the
+    interval form adds (`θ̈` may jump at the 9 interval boundaries): `E_h(0)` within 1e-3 of
+    `E*` below it (measured 7e-5 at most) and not above it by more than rounding; the rest task
+    costs nothing (to rounding), and the rails at rest end within r = 0.05 (`zero`)."""
+    _, _, _, e_star, _, found = solved
+    exact, ring = found[0.0], found[SUCCESS]
+    for b in range(2):
+        assert e_star[b] * (1 - 1e-3) <= exact.effort[b] <= e_star[b] * (1 + 1e-12)
+    # the rest task from its zero optimum: SQP's steps answer a rounding residual (~1e-16),
+    # the effort is their square
+    assert float(exact.effort[2]) <= 1e-24 and float(exact.miss[2]) <= 1e-12
+    assert bool(ring.zero[2]) and float(ring.effort[2]) == 0.0
+    assert not np.any(np.asarray(ring.zero[:2]))
+
+
+def test_each_rollout_is_a_kkt_point_on_its_plant(solved):
+    """r = 0: miss ≤ 1e-10 (the constraint holds to rounding once SQP converges: measured ≤
+    6e-15); r = 0.05: miss = 0.05 to 1e-10, where the rails at rest do not already end within
+    it. Both: `|∇f + Jᵀλ| ≤ 1e-6 |∇f|` at the least-squares `λ` (`J` of `e` or of `|e|²`,
+    by `jax.jacrev` of the plant's run; a point that stopped short of the optimum fails it:
+    the nominal plan on the disturbed plant has a residual of order 1), and the relaxed
+    optimum costs no more than the exact one."""
+    problem, tasks, coefficients, _, plants, found = solved
+    maps = interval_maps(problem, 2 * DT)  # m = 2 steps per interval
+    at = kick_steps(plants, DT)
+
+    @jax.jit
+    def derivatives(C):
+        """Per rollout: `∇f`, `e` and `∂e/∂C` (every rollout in one program)."""
+
+        def one(C, scenario, at, target, theta0):
+            e = lambda C: hindsight._run(problem, 2, maps, scenario, at, target, theta0, C)[0]  # noqa: E731
+            g = jax.grad(lambda C: hindsight._effort(maps, C))(C)
+            return g, e(C), jax.jacrev(e)(C)
+
+        return jax.vmap(one)(C, plants, at, tasks.target, tasks.theta0)
+
+    for r, res in found.items():
+        assert res.coefficients.shape == (6, 10, 4, 2)  # R = 10 intervals, 4 rows, 2 masses
+        gs, es, Js = (np.asarray(a) for a in derivatives(res.coefficients))
+        for b in (0, 1, 3, 4):
+            g, J = np.ravel(gs[b]), Js[b].reshape(2, -1)
+            if r > 0:  # the gradient of |e|²
+                J = 2 * es[b] @ J
+            lam, *_ = np.linalg.lstsq(np.atleast_2d(J).T, -g, rcond=None)
+            assert np.linalg.norm(g + np.atleast_2d(J).T @ lam) <= 1e-6 * np.linalg.norm(g), (r, b)
+            assert abs(float(res.miss[b]) - r) <= 1e-10, (r, b)
+    assert np.all(np.asarray(found[SUCCESS].effort) <= np.asarray(found[0.0].effort) + 1e-12)
+
+
+def test_closed_loop_runs_the_sequence_to_the_same_miss_and_effort(solved):
+    """Each sequence `C` as a policy (the zero-gain `LinearFeedback` around it, `PerTask`) run
+    by `closed_loop_rollout` on the same plants, kicks included: the same miss to 1e-12 (the
+    same steps in another program: rounding) and effort to 1e-12 relative."""
+    problem, tasks, _, _, plants, found = solved
+    for res in found.values():
+        C = res.coefficients
+        B, R, rows, n = C.shape
+        F = 9 + 2 * n
+        policy = PerTask(LinearFeedback(jnp.zeros((B, R, rows * n, F)), C, jnp.zeros((B, R, F))))
+        run = closed_loop_rollout(problem, policy, plants, tasks)
+        np.testing.assert_allclose(run.miss, res.miss, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(run.effort, res.effort, rtol=1e-12, atol=1e-15)
+
+
+def test_bad_input_is_refused(solved):
+    problem, tasks, coefficients, _, plants, _ = solved
+    with pytest.raises(ValueError, match=r"tolerance must be a finite number ≥ 0, got -0\.1"):
+        hindsight.hindsight_optima(problem, tasks, coefficients, plants, -0.1)
+    with pytest.raises(ValueError, match=r"tolerance must be a finite number ≥ 0, got nan"):
+        hindsight.hindsight_optima(problem, tasks, coefficients, plants, float("nan"))
+    with pytest.raises(ValueError, match=r"tolerance must be a number, got '0\.05' \(str\)"):
+        hindsight.hindsight_optima(problem, tasks, coefficients, plants, "0.05")
+    with pytest.raises(ValueError, match=r"one per rollout: got coefficients \(5, 13, 2\)"):
+        hindsight.hindsight_optima(problem, tasks, coefficients[:5], plants, 0.0)
+    with pytest.raises(TypeError, match="settings must be control.sqp.SQP, got dict"):
+        hindsight.hindsight_optima(problem, tasks, coefficients, plants, 0.0, {})
