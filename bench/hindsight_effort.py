@@ -1,7 +1,9 @@
 """The hindsight optimum's effort (`control.hindsight`, (H1)) on reach-region's held-out
 rollouts: how little effort any feedback law of the closed loop's form could spend on each
 disturbed plant, against the task's open-loop optimum `E*` and the controllers of
-`neighbouring_feedback.py` (issue 35's effort target, median ≤ 1.5× `E*`).
+`neighbouring_feedback.py` (issue 35's effort target, median ≤ 1.5× `E*`); and the causal
+reference `hindsight.informed_replanner` (the plant known, each kick seen at the next
+interval, the rest re-planned) on the same rollouts.
 
 The rollouts are `neighbouring_feedback.py`'s: held-out tasks `region.sample_tasks(--seed,
 --tasks, "heldout", 0)` (`--shard START:STOP` of them), `--eval-per-task E` scenarios each,
@@ -16,7 +18,9 @@ is compared rollout by rollout with `E_h(0.05)`:
 - per controller: success, median effort / `E*`, median effort / `E_h(0.05)` over its
   successes, and how many successes spent less than `E_h(0.05)` (SQP's solution then was not
   the global one for that plant);
-- the hindsight program's first call (build and run) and second call (run).
+- `informed_replanner` at r = 0 and 0.05: success, effort / `E*` as above;
+- the hindsight program's first call (build and run) and second call (run), the informed
+  re-planner's first calls.
 
 Writes `results/hindsight_effort_<device>.json`.
 
@@ -37,7 +41,7 @@ jax.config.update("jax_enable_x64", True)
 
 from jaxrigid.control import region  # noqa: E402
 from jaxrigid.control.closed_loop import Tasks  # noqa: E402
-from jaxrigid.control.hindsight import hindsight_optima  # noqa: E402
+from jaxrigid.control.hindsight import hindsight_optima, informed_replanner  # noqa: E402
 from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
 
 SUCCESS = 0.05
@@ -95,18 +99,26 @@ for r in (0.0, SUCCESS):
     )
     common.log(f"r = {r:g}: {seconds[f'first call, r = {r:g}']:.1f} s")
 _, seconds["second call"] = timed(hindsight_optima, problem, tasks_e, coefficients, scenarios, 0.0)
+informed = {}
+for r in (0.0, SUCCESS):
+    informed[r], seconds[f"informed, first call, r = {r:g}"] = timed(
+        informed_replanner, problem, tasks_e, coefficients, scenarios, r
+    )
+    common.log(f"informed, r = {r:g}: {seconds[f'informed, first call, r = {r:g}']:.1f} s")
 
 
-def ratios(effort, r: float) -> dict:
-    q = np.asarray(effort) / e_star
-    return {
+def ratios(res, r: float) -> dict:
+    q = np.asarray(res.effort) / e_star
+    out = {
         "median": float(np.nanmedian(q)),
         "p45": float(np.nanpercentile(q, 45)),
         "p10": float(np.nanpercentile(q, 10)),
         "p90": float(np.nanpercentile(q, 90)),
-        "not_reached": int(np.sum(~(np.asarray(found[r].miss) <= r + 1e-8))),
-        "zero": int(np.sum(np.asarray(found[r].zero))),
+        "not_reached": int(np.sum(~(np.asarray(res.miss) <= r + 1e-8))),
     }
+    if hasattr(res, "zero"):
+        out["zero"] = int(np.sum(np.asarray(res.zero)))
+    return out
 
 
 record = {
@@ -119,13 +131,17 @@ record = {
     "source": A.source,
     "seconds": seconds,
     "optima_seconds": t_optima,
-    "hindsight_over_optimum": {f"r = {r:g}": ratios(found[r].effort, r) for r in found},
+    "hindsight_over_optimum": {f"r = {r:g}": ratios(found[r], r) for r in found},
+    "informed_over_optimum": {f"r = {r:g}": ratios(informed[r], r) for r in informed},
     "rollouts": {
         "optimum_effort": e_star,
         **{f"hindsight effort, r = {r:g}": found[r].effort for r in found},
+        **{f"informed effort, r = {r:g}": informed[r].effort for r in informed},
+        **{f"informed miss, r = {r:g}": informed[r].miss for r in informed},
     },
 }
 common.log(json.dumps(common.to_json(record["hindsight_over_optimum"]), indent=1))
+common.log(json.dumps(common.to_json(record["informed_over_optimum"]), indent=1))
 if source is not None:
     bound = np.asarray(found[SUCCESS].effort)
     controllers = {}

@@ -74,6 +74,12 @@ p.add_argument(
     default=TuneSettings().effort_floor,
     help="(T1)'s effort floor E_f (default %(default)s; 0: each task's own optimum)",
 )
+p.add_argument(
+    "--tune-miss-tolerance",
+    type=float,
+    default=TuneSettings().miss_tolerance,
+    help="(T1)'s miss tolerance d: a miss within it costs nothing (default %(default)s)",
+)
 p.add_argument("--eval-per-task", type=int, default=1)
 p.add_argument("--shard", default=None, help="START:STOP, only these tasks of --tasks")
 A = p.parse_args()
@@ -124,6 +130,7 @@ if A.tune:
         scenarios=A.tune_scenarios,
         sigma=A.tune_sigma,
         effort_floor=A.tune_effort_floor,
+        miss_tolerance=A.tune_miss_tolerance,
     )
     # from "last 9": the last interval's gains (the largest, a plant fails under them at
     # σ = 0.05) start at zero and train with the rest
@@ -197,6 +204,7 @@ record = {
         "sigma": A.tune_sigma,
         "form": A.tune_form,
         "effort_floor": A.tune_effort_floor,
+        "miss_tolerance": A.tune_miss_tolerance,
         "seconds": t_tune,
         "history_every": max(1, A.tune // 100),
         "dropped_rollouts": skipped,

@@ -319,3 +319,16 @@ def test_tuning_bad_input(setup):
     word = tuning.TuneSettings(effort_floor="1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"effort_floor must be a number, got '1' \(str\)"):
         tuning.tune_feedback(problem, policy, tasks, optima.effort, word)
+    bad = tuning.TuneSettings(miss_tolerance=-0.01)
+    with pytest.raises(ValueError, match="miss_tolerance must be a finite number ≥ 0, got -0.01"):
+        tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)
+
+
+def test_miss_cost_tolerance():
+    """(T1)'s miss term: zero for a miss within the tolerance `d`, `((miss − d)/s_m)²` past
+    it, and `(miss/s_m)²` with `d = 0` (the default)."""
+    miss = jnp.asarray([0.0, 0.01, 0.02, 0.03, 0.1])
+    plain = tuning.miss_cost(miss, tuning.TuneSettings())
+    np.testing.assert_allclose(plain, (miss / 0.05) ** 2, rtol=1e-15)
+    tolerant = tuning.miss_cost(miss, tuning.TuneSettings(miss_tolerance=0.02))
+    np.testing.assert_allclose(tolerant, [0, 0, 0, 0.2**2, 1.6**2], rtol=1e-12, atol=1e-15)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -44,7 +45,14 @@ from .region import task_plan
 from .scenarios import Scenarios, kick_steps
 from .sqp import SQP, solve
 
-__all__ = ["HINDSIGHT_SETTINGS", "Hindsight", "hindsight_optima"]
+__all__ = [
+    "HINDSIGHT_SETTINGS",
+    "Hindsight",
+    "Informed",
+    "hindsight_optima",
+    "informed_replanner",
+    "replan_intervals",
+]
 
 HINDSIGHT_SETTINGS = SQP(n_iterations=30)
 """(H1)'s budget: 30 SQP iterations from the nominal plan (a perturbed plant's optimum lies
@@ -102,36 +110,50 @@ def _effort(maps, C):
     return jnp.sum(C * jnp.einsum("ij,kjn->kin", G, C))
 
 
-def _one(problem, settings, m, R, rows, maps, scenario, at, target, theta0, coefficients, r):
-    dtype = coefficients.dtype
-    C0 = nominal_sequence(problem, coefficients, theta0, m * problem.dt, R, rows)
-    shape = C0.shape
+def _least_effort(problem, settings, m, maps, scenario, at, target, theta0, C, free, r):
+    """(H1) over the intervals where `free (R,)` (the others kept as in `C`), on `scenario`'s
+    plant, from `C`: `(C, zero)`, `zero` where the free intervals at rest already end within
+    `r > 0` (the effort, convex in them, is then least there)."""
+    free = free[:, None, None]
+    shape, dtype = C.shape, C.dtype
 
-    def run(x):
-        return _run(problem, m, maps, scenario, at, target, theta0, jnp.reshape(x, shape))
+    def sequence(x):
+        return jnp.where(free, jnp.reshape(x, shape), C)
+
+    def e(x):
+        return _run(problem, m, maps, scenario, at, target, theta0, sequence(x))[0]
 
     def effort(x):
-        return _effort(maps, jnp.reshape(x, shape))
+        return _effort(maps, sequence(x))
 
     # |e|² = r² has no gradient where e = 0 (the nominal plan on an undisturbed plant):
-    # first e = r·d, d towards where the rails kept at rest end (for r = 0 the answer), then
-    # |e|² = r² from there
-    e0, ok0 = run(jnp.zeros_like(jnp.ravel(C0)))
+    # first e = r·d, d towards where the free intervals at rest end (for r = 0 the answer),
+    # then |e|² = r² from there
+    rest = jnp.zeros((C.size,), dtype)
+    e0, ok0 = _run(problem, m, maps, scenario, at, target, theta0, sequence(rest))
     moved = jnp.any(e0 != 0)
     d = jnp.where(
         moved, e0 / jnp.where(moved, jnp.linalg.norm(e0), 1.0), jnp.eye(2, dtype=dtype)[0]
     )
-    to_ring = lambda x: run(x)[0] - r * d  # noqa: E731
-    on = solve(effort, to_ring, jnp.ravel(C0), jnp.zeros((2,), dtype), settings)
-    ring = lambda x: jnp.sum(run(x)[0] ** 2, keepdims=True) - r**2  # noqa: E731
+    on = solve(effort, lambda x: e(x) - r * d, jnp.ravel(C), jnp.zeros((2,), dtype), settings)
+    ring = lambda x: jnp.sum(e(x) ** 2, keepdims=True) - r**2  # noqa: E731
     found = solve(effort, ring, on.x, jnp.zeros((1,), dtype), settings)
-    # the rails at rest within r: E_h = 0, the effort's minimum
     zero = (r > 0) & ok0 & (jnp.linalg.norm(e0) <= r)
-    x = jnp.where(zero, 0.0, jnp.where(r > 0, found.x, on.x))
-    e, ok = run(x)
-    C = jnp.reshape(x, shape)
-    miss = jnp.where(ok, jnp.linalg.norm(e), jnp.nan)
-    return C, _effort(maps, C), miss, zero
+    x = jnp.where(zero, rest, jnp.where(r > 0, found.x, on.x))
+    return sequence(x), zero
+
+
+def _outcome(problem, m, maps, scenario, at, target, theta0, C):
+    """`(C, effort, miss)` of the sequence `C` on the plant (miss NaN where a step failed)."""
+    e, ok = _run(problem, m, maps, scenario, at, target, theta0, C)
+    return C, _effort(maps, C), jnp.where(ok, jnp.linalg.norm(e), jnp.nan)
+
+
+def _one(problem, settings, m, R, rows, maps, scenario, at, target, theta0, coefficients, r):
+    C0 = nominal_sequence(problem, coefficients, theta0, m * problem.dt, R, rows)
+    every = jnp.ones((R,), bool)
+    C, zero = _least_effort(problem, settings, m, maps, scenario, at, target, theta0, C0, every, r)
+    return *_outcome(problem, m, maps, scenario, at, target, theta0, C), zero
 
 
 @xla_options.filter_jit
@@ -156,12 +178,25 @@ def hindsight_optima(
     `coefficients[b]` (`region.open_loop_optima`'s, the start) on the plant `scenarios[b]`,
     within `tolerance` `r` of its target (0: exactly; `r > 0`: the success radius), for the
     closed loop's intervals (`interval`, default `T/10`, as `closed_loop_rollout`)."""
-    check_policy_problem(problem)
-    if not isinstance(settings, SQP):
-        raise TypeError(f"settings must be control.sqp.SQP, got {type(settings).__name__}")
+    r = _radius(tolerance)
+    args = _checked(problem, tasks, coefficients, scenarios, settings, interval)
+    dtype = problem.control.coefficients.dtype
+    return Hindsight(*call_filtered(_hindsight_program, *args, jnp.asarray(r, dtype)))
+
+
+def _radius(tolerance) -> float:
     r = real_number("tolerance", tolerance)
     if not (math.isfinite(r) and r >= 0):
         raise ValueError(f"tolerance must be a finite number ≥ 0, got {tolerance!r}")
+    return r
+
+
+def _checked(problem, tasks, coefficients, scenarios, settings, interval):
+    """The programs' arguments `(problem, settings, m, R, rows, maps, scenarios, at, tasks,
+    coefficients)`, after the checks every entry point shares."""
+    check_policy_problem(problem)
+    if not isinstance(settings, SQP):
+        raise TypeError(f"settings must be control.sqp.SQP, got {type(settings).__name__}")
     dtype = problem.control.coefficients.dtype
     coefficients = jnp.asarray(coefficients, dtype)
     tasks = Tasks(jnp.asarray(tasks.target, dtype), jnp.asarray(tasks.theta0, dtype))
@@ -182,19 +217,82 @@ def hindsight_optima(
     rows = active_rows(problem.control, m * problem.dt)
     maps = interval_maps(problem, m * problem.dt)
     at = kick_steps(scenarios, problem.dt)
-    return Hindsight(
-        *call_filtered(
-            _hindsight_program,
-            problem,
-            settings,
-            m,
-            R,
-            rows,
-            maps,
-            scenarios,
-            at,
-            tasks,
-            coefficients,
-            jnp.asarray(r, dtype),
-        )  # fmt: skip
-    )
+    return problem, settings, m, R, rows, maps, scenarios, at, tasks, coefficients
+
+
+# ------------------------------------------------------------------------------------------
+# The informed re-planner: the plant known, the kicks seen when they have happened.
+
+
+class Informed(NamedTuple):
+    """Per rollout (leading axis `B`): `coefficients (B, R, rows, n)` the sequence the
+    informed re-planner drove; `effort (B,)` its `Σₖ cₖᵀ G cₖ`; `miss (B,)` `|x(T)[:2] − x*|`
+    of the plant's run under it (NaN where a plant step failed)."""
+
+    coefficients: jax.Array
+    effort: jax.Array
+    miss: jax.Array
+
+
+def replan_intervals(at, m: int, R: int) -> list[int]:
+    """The intervals at whose start a causal law has seen a new kick: a kick added before
+    step `a` is in the state observed at the start of interval `k` when `a < k·m`, so from
+    interval `⌊a/m⌋ + 1` (those past the horizon dropped); `at (K, k)` the same for every
+    rollout (`ValueError` otherwise)."""
+    at = jnp.asarray(at)
+    if not bool(jnp.all(at == at[:1])):
+        raise ValueError("the informed re-planner needs the same kick times in every scenario")
+    return sorted({int(a) // m + 1 for a in at[0] if int(a) // m + 1 < R})
+
+
+def _informed_one(
+    problem, settings, m, R, rows, maps, scenario, at, target, theta0, c, stages, r
+):  # fmt: skip
+    def stage(C, st):
+        """One re-plan: the intervals from `start` re-optimised on the plant with the kicks
+        `seen` so far, to within `r` of `x*`."""
+        start, seen = st
+        known = eqx.tree_at(lambda s: s.kicks, scenario, scenario.kicks * seen[:, None])
+        free = jnp.arange(R) >= start
+        C, _ = _least_effort(problem, settings, m, maps, known, at, target, theta0, C, free, r)
+        return C, None
+
+    C0 = nominal_sequence(problem, c, theta0, m * problem.dt, R, rows)
+    C, _ = jax.lax.scan(stage, C0, stages)
+    return _outcome(problem, m, maps, scenario, at, target, theta0, C)
+
+
+@xla_options.filter_jit
+def _informed_program(problem, settings, m, R, rows, maps, scenarios, at, tasks, c, stages, r):
+    def one(s, a, x, th, c):
+        return _informed_one(problem, settings, m, R, rows, maps, s, a, x, th, c, stages, r)
+
+    with reported_in_outcome():
+        return jax.vmap(one)(scenarios, at, tasks.target, tasks.theta0, c)
+
+
+def informed_replanner(
+    problem,
+    tasks: Tasks,
+    coefficients,
+    scenarios: Scenarios,
+    tolerance=0.0,
+    settings: SQP = HINDSIGHT_SETTINGS,
+    interval=None,
+) -> Informed:
+    """A causal reference for every rollout: a law that knows the plant's masses and inertia
+    but not its kicks. It drives the least-effort sequence ending within `tolerance` of `x*`
+    on the plant without kicks ((H1) with no kick); at the start of each interval after a
+    kick (`replan_intervals`) it re-plans the remaining intervals likewise with the kicks seen
+    so far (SQP from its current plan, the earlier intervals kept as driven). Arguments as
+    `hindsight_optima`'s. A law that does not know the plant must also learn it; one that
+    knew the future kicks is (H1)."""
+    r = _radius(tolerance)
+    args = _checked(problem, tasks, coefficients, scenarios, settings, interval)
+    m, R, at = args[2], args[3], args[7]
+    starts = [0] + replan_intervals(at, m, R)
+    observed = [int(a) // m + 1 for a in jnp.asarray(at)[0]]
+    seen = [[float(k <= start) for k in observed] for start in starts]
+    dtype = problem.control.coefficients.dtype
+    stages = (jnp.asarray(starts, jnp.int32), jnp.asarray(seen, dtype))
+    return Informed(*call_filtered(_informed_program, *args, stages, jnp.asarray(r, dtype)))

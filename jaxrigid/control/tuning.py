@@ -7,10 +7,11 @@ form, (F2) around each task's open-loop optimum, and trains its gains by gradien
 closed-loop rollouts on scenarios drawn from the disturbance model (`scenarios`, (S1), (S2)):
 at step `i`, for each of the `B` tasks `S` fresh scenarios of size `σ`, and
 
-    L = (1/BS) Σ_{b,s} [ (miss_bs / s_m)² + w · effort_bs / max(E*_b, E_f) ]            (T1)
+    L = (1/BS) Σ_{b,s} [ (max(miss_bs − d, 0) / s_m)² + w · effort_bs / max(E*_b, E_f) ]  (T1)
 
-(`s_m` the miss scale, `w` the effort weight, `E*_b` task `b`'s optimum effort: each task's
-effort counted relative to its own, but never relative to less than the floor `E_f`),
+(`s_m` the miss scale, `d` the miss tolerance (0 by default: every miss counts), `w` the
+effort weight, `E*_b` task `b`'s optimum effort: each task's effort counted relative to its
+own, but never relative to less than the floor `E_f`),
 minimised with `optax.adam` after a global-norm clip. A rollout whose plant failed under a
 large correction counts as a miss of 1 and adds no gradient: its task trains on its other
 rollouts (each rollout differentiated with its own copy of its task's arrays, so a failure's
@@ -61,8 +62,9 @@ _STREAM = 3  # folded into the seed's key (training uses 2: a different stream)
 
 class TuneSettings(NamedTuple):
     """`steps`, `scenarios` (`S` per task and step), `sigma` (their `σ`), `learning_rate`,
-    `clip` (global gradient norm), (T1)'s `miss_scale`, `effort_weight` and `effort_floor`
-    (`E_f`, in the problem's effort units), `interval` (`H`, default `T/10`), `seed` (the
+    `clip` (global gradient norm), (T1)'s `miss_scale`, `effort_weight`, `effort_floor`
+    (`E_f`, in the problem's effort units) and `miss_tolerance` (`d`, a miss within it costs
+    nothing), `interval` (`H`, default `T/10`), `seed` (the
     scenarios' stream)."""
 
     steps: int = 1000
@@ -73,6 +75,7 @@ class TuneSettings(NamedTuple):
     miss_scale: float = 0.05
     effort_weight: float = 0.1
     effort_floor: float = 1.0
+    miss_tolerance: float = 0.0
     interval: float | None = None
     seed: int = 0
 
@@ -122,8 +125,13 @@ def _rollouts_loss(params, members, problem, m, R, maps, scenarios, at, tasks, s
     # a failed plant counts as a miss of 1 (its gradient is NaN: `_step` drops that rollout's)
     miss = jnp.where(ok, miss, 1.0)
     ratio = jnp.where(ok, effort, 0.0) / scale
-    loss = jnp.mean((miss / settings.miss_scale) ** 2) + settings.effort_weight * jnp.mean(ratio)
+    loss = jnp.mean(miss_cost(miss, settings)) + settings.effort_weight * jnp.mean(ratio)
     return loss, (miss, ratio, ok)
+
+
+def miss_cost(miss, settings: TuneSettings):
+    """(T1)'s miss term of each rollout: `(max(miss − d, 0) / s_m)²`."""
+    return (jnp.maximum(miss - settings.miss_tolerance, 0.0) / settings.miss_scale) ** 2
 
 
 def effort_scale(optimum_effort, effort_floor: float):
@@ -208,6 +216,9 @@ def tune_feedback(
     floor = real_number("effort_floor", settings.effort_floor)
     if not (math.isfinite(floor) and floor >= 0):
         raise ValueError(f"effort_floor must be a finite number ≥ 0, got {floor!r}")
+    tolerance = real_number("miss_tolerance", settings.miss_tolerance)
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"miss_tolerance must be a finite number ≥ 0, got {tolerance!r}")
     S = settings.scenarios
     m, R = interval_sizes(problem, settings.interval, None)
     maps = interval_maps(problem, m * problem.dt)
