@@ -30,12 +30,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from .. import xla_options
-from .._checks import real_number
+from .._checks import is_integer, real_number
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from .closed_loop import Tasks, check_policy_problem, drive_interval, interval_maps, interval_sizes
@@ -249,10 +248,15 @@ def _informed_one(
     problem, settings, m, R, rows, maps, scenario, at, target, theta0, c, stages, r
 ):  # fmt: skip
     def stage(C, st):
-        """One re-plan: the intervals from `start` re-optimised on the plant with the kicks
-        `seen` so far, to within `r` of `x*`."""
-        start, seen = st
-        known = eqx.tree_at(lambda s: s.kicks, scenario, scenario.kicks * seen[:, None])
+        """One re-plan: the intervals from `start` re-optimised with the kicks `seen` so far,
+        on the plant where `plant` (on the model where not), to within `r` of `x*`."""
+        start, seen, plant = st
+        known = Scenarios(
+            jnp.where(plant, scenario.mass_scale, 1.0),
+            jnp.where(plant, scenario.inertia_scale, 1.0),
+            scenario.kicks * seen[:, None],
+            scenario.kick_times,
+        )
         free = jnp.arange(R) >= start
         C, _ = _least_effort(problem, settings, m, maps, known, at, target, theta0, C, free, r)
         return C, None
@@ -279,20 +283,27 @@ def informed_replanner(
     tolerance=0.0,
     settings: SQP = HINDSIGHT_SETTINGS,
     interval=None,
+    identified_at: int = 0,
 ) -> Informed:
     """A causal reference for every rollout: a law that knows the plant's masses and inertia
-    but not its kicks. It drives the least-effort sequence ending within `tolerance` of `x*`
-    on the plant without kicks ((H1) with no kick); at the start of each interval after a
-    kick (`replan_intervals`) it re-plans the remaining intervals likewise with the kicks seen
-    so far (SQP from its current plan, the earlier intervals kept as driven). Arguments as
-    `hindsight_optima`'s. A law that does not know the plant must also learn it; one that
-    knew the future kicks is (H1)."""
+    from the start of interval `identified_at` (0: from the start; before it, the model's)
+    but never its kicks before they happen. It drives the least-effort sequence ending within
+    `tolerance` of `x*` without kicks ((H1) with no kick, on what it knows); at the start of
+    each interval after a kick (`replan_intervals`) and at `identified_at` it re-plans the
+    remaining intervals likewise with the kicks seen so far (SQP from its current plan, the
+    earlier intervals kept as driven). Arguments as `hindsight_optima`'s. With `identified_at
+    > 0` it stands for a law that identifies the plant from what it observed before (the
+    deterministic plant's parameters are in its state); one that knew the future kicks is
+    (H1)."""
     r = _radius(tolerance)
     args = _checked(problem, tasks, coefficients, scenarios, settings, interval)
     m, R, at = args[2], args[3], args[7]
-    starts = [0] + replan_intervals(at, m, R)
+    if not (is_integer(identified_at) and 0 <= identified_at < R):
+        raise ValueError(f"identified_at must be an interval in [0, {R}), got {identified_at!r}")
+    starts = sorted({0, int(identified_at), *replan_intervals(at, m, R)})
     observed = [int(a) // m + 1 for a in jnp.asarray(at)[0]]
     seen = [[float(k <= start) for k in observed] for start in starts]
     dtype = problem.control.coefficients.dtype
-    stages = (jnp.asarray(starts, jnp.int32), jnp.asarray(seen, dtype))
+    plant = [start >= identified_at for start in starts]
+    stages = (jnp.asarray(starts, jnp.int32), jnp.asarray(seen, dtype), jnp.asarray(plant))
     return Informed(*call_filtered(_informed_program, *args, stages, jnp.asarray(r, dtype)))
