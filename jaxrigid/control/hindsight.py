@@ -148,22 +148,6 @@ def _outcome(problem, m, maps, scenario, at, target, theta0, C):
     return C, _effort(maps, C), jnp.where(ok, jnp.linalg.norm(e), jnp.nan)
 
 
-def _one(problem, settings, m, R, rows, maps, scenario, at, target, theta0, coefficients, r):
-    C0 = nominal_sequence(problem, coefficients, theta0, m * problem.dt, R, rows)
-    every = jnp.ones((R,), bool)
-    C, zero = _least_effort(problem, settings, m, maps, scenario, at, target, theta0, C0, every, r)
-    return *_outcome(problem, m, maps, scenario, at, target, theta0, C), zero
-
-
-@xla_options.filter_jit
-def _hindsight_program(problem, settings, m, R, rows, maps, scenarios, at, tasks, coefficients, r):
-    def one(s, a, x, th, c):
-        return _one(problem, settings, m, R, rows, maps, s, a, x, th, c, r)
-
-    with reported_in_outcome():
-        return jax.vmap(one)(scenarios, at, tasks.target, tasks.theta0, coefficients)
-
-
 def hindsight_optima(
     problem,
     tasks: Tasks,
@@ -180,7 +164,10 @@ def hindsight_optima(
     r = _radius(tolerance)
     args = _checked(problem, tasks, coefficients, scenarios, settings, interval)
     dtype = problem.control.coefficients.dtype
-    return Hindsight(*call_filtered(_hindsight_program, *args, jnp.asarray(r, dtype)))
+    # one re-plan from the start, every kick seen and the plant known: (H1)
+    k = scenarios.kicks.shape[1]
+    stages = (jnp.zeros((1,), jnp.int32), jnp.ones((1, k), dtype), jnp.ones((1,), bool))
+    return Hindsight(*call_filtered(_program, *args, stages, jnp.asarray(r, dtype)))
 
 
 def _radius(tolerance) -> float:
@@ -244,9 +231,13 @@ def replan_intervals(at, m: int, R: int) -> list[int]:
     return sorted({int(a) // m + 1 for a in at[0] if int(a) // m + 1 < R})
 
 
-def _informed_one(
+def _stages_one(
     problem, settings, m, R, rows, maps, scenario, at, target, theta0, c, stages, r
 ):  # fmt: skip
+    """One rollout: from its task's nominal sequence, each stage `(start, seen, plant)` in
+    turn re-plans the intervals from `start` (`_least_effort`); `(C, effort, miss, zero)` of
+    the sequence driven, `zero` the last stage's."""
+
     def stage(C, st):
         """One re-plan: the intervals from `start` re-optimised with the kicks `seen` so far,
         on the plant where `plant` (on the model where not), to within `r` of `x*`."""
@@ -258,18 +249,19 @@ def _informed_one(
             scenario.kick_times,
         )
         free = jnp.arange(R) >= start
-        C, _ = _least_effort(problem, settings, m, maps, known, at, target, theta0, C, free, r)
-        return C, None
+        return _least_effort(problem, settings, m, maps, known, at, target, theta0, C, free, r)
 
     C0 = nominal_sequence(problem, c, theta0, m * problem.dt, R, rows)
-    C, _ = jax.lax.scan(stage, C0, stages)
-    return _outcome(problem, m, maps, scenario, at, target, theta0, C)
+    C, zero = jax.lax.scan(stage, C0, stages)
+    return *_outcome(problem, m, maps, scenario, at, target, theta0, C), zero[-1]
 
 
 @xla_options.filter_jit
-def _informed_program(problem, settings, m, R, rows, maps, scenarios, at, tasks, c, stages, r):
+def _program(problem, settings, m, R, rows, maps, scenarios, at, tasks, c, stages, r):
+    """Every rollout's re-plans `stages` (`_stages_one`), one program under `vmap`."""
+
     def one(s, a, x, th, c):
-        return _informed_one(problem, settings, m, R, rows, maps, s, a, x, th, c, stages, r)
+        return _stages_one(problem, settings, m, R, rows, maps, s, a, x, th, c, stages, r)
 
     with reported_in_outcome():
         return jax.vmap(one)(scenarios, at, tasks.target, tasks.theta0, c)
@@ -306,4 +298,4 @@ def informed_replanner(
     dtype = problem.control.coefficients.dtype
     plant = [start >= identified_at for start in starts]
     stages = (jnp.asarray(starts, jnp.int32), jnp.asarray(seen, dtype), jnp.asarray(plant))
-    return Informed(*call_filtered(_informed_program, *args, stages, jnp.asarray(r, dtype)))
+    return Informed(*call_filtered(_program, *args, stages, jnp.asarray(r, dtype))[:3])
