@@ -150,8 +150,8 @@ def test_informed_replanner(solved, informed):
     """The causal reference: with no disturbance it is (H1) itself (its re-plans start at the
     optimum: effort and miss to 1e-9); on the σ = 0.05 plants it ends within r (to 1e-10:
     its last re-plan knows every kick) and costs at least (H1)'s least effort (it drives one
-    of (H1)'s feasible sequences; measured 1.0–4.3× it here); and it is causal: with other
-    kicks on the same plants it drives the same first three intervals, bit for bit (the
+    of (H1)'s feasible sequences: less would mean a failed solve); and it is causal: with
+    other kicks on the same plants it drives the same first three intervals, bit for bit (the
     first kick, before step 5 of 2 per interval, is seen at the start of interval 3), and
     other ones after."""
     _, _, _, _, plants, found = solved

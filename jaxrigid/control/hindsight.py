@@ -136,10 +136,12 @@ def _least_effort(problem, settings, m, maps, scenario, at, target, theta0, C, f
     )
     on = solve(effort, lambda x: e(x) - r * d, jnp.ravel(C), jnp.zeros((2,), dtype), settings)
     ring = lambda x: jnp.sum(e(x) ** 2, keepdims=True) - r**2  # noqa: E731
-    found = solve(effort, ring, on.x, jnp.zeros((1,), dtype), settings)
+    # `r` is one for every rollout (not batched): the second solve runs only where r > 0
+    x = jax.lax.cond(
+        r > 0, lambda: solve(effort, ring, on.x, jnp.zeros((1,), dtype), settings).x, lambda: on.x
+    )
     zero = (r > 0) & ok0 & (jnp.linalg.norm(e0) <= r)
-    x = jnp.where(zero, rest, jnp.where(r > 0, found.x, on.x))
-    return sequence(x), zero
+    return sequence(jnp.where(zero, rest, x)), zero
 
 
 def _outcome(problem, m, maps, scenario, at, target, theta0, C):
