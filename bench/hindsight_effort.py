@@ -20,11 +20,20 @@ is compared rollout by rollout with `E_h(0.05)`:
   the global one for that plant);
 - `informed_replanner` at r = 0 and 0.05: success, effort / `E*` as above;
 - the hindsight program's first call (build and run) and second call (run), the informed
-  re-planner's first calls.
+  re-planner's first calls;
+- for each `--identify-at k` (default 1,3): `hindsight.identifying_replanner` (the plant
+  fitted (I1) from the measured states at interval `k` and after each kick) and the informed
+  re-planner told the plant at the same interval, at r = `--aim` (default 0.05): success
+  (miss ≤ 0.05), effort / `E*`, the fit's error in the plant's scales and kicks, first and
+  second call.
+
+`--identifying-only` runs the last item alone (no hindsight, no informed re-planner from 0);
+`--once` also leaves out its second call and the informed re-planner (the 1000-target run).
 
 Writes `results/hindsight_effort_<device>.json`.
 
     python bench/hindsight_effort.py [--tasks 32] [--eval-per-task 8] [--sigma 0.05] [--from FILE]
+        [--identify-at 1,3] [--identifying-only] [--once]
 """
 
 from __future__ import annotations
@@ -41,7 +50,11 @@ jax.config.update("jax_enable_x64", True)
 
 from jaxrigid.control import region  # noqa: E402
 from jaxrigid.control.closed_loop import Tasks  # noqa: E402
-from jaxrigid.control.hindsight import hindsight_optima, informed_replanner  # noqa: E402
+from jaxrigid.control.hindsight import (  # noqa: E402
+    hindsight_optima,
+    identifying_replanner,
+    informed_replanner,
+)
 from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
 
 SUCCESS = 0.05
@@ -54,6 +67,10 @@ p.add_argument("--sigma", type=float, default=0.05)
 p.add_argument("--dt", type=float, default=0.05)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--from", dest="source", default=None, help="a neighbouring_feedback result")
+p.add_argument("--identify-at", default="1,3", help="intervals at which the plant is identified")
+p.add_argument("--identifying-only", action="store_true", help="only the --identify-at runs")
+p.add_argument("--once", action="store_true", help="with --identifying-only: one call each")
+p.add_argument("--aim", type=float, default=SUCCESS, help="the re-planners' r (--identify-at)")
 A = p.parse_args()
 source = None
 if A.source is not None:
@@ -69,9 +86,9 @@ E = A.eval_per_task
 T0 = time.perf_counter()
 
 
-def timed(f, *args):
+def timed(f, *args, **kwargs):
     t = time.perf_counter()
-    out = jax.block_until_ready(f(*args))
+    out = jax.block_until_ready(f(*args, **kwargs))
     return out, time.perf_counter() - t
 
 
@@ -92,22 +109,56 @@ tasks_e, coefficients = Tasks(*map(each, tasks)), each(optima.coefficients)
 e_star = np.repeat(np.asarray(optima.effort), E)
 scenarios = draw_scenarios(A.seed, A.tasks * E, A.sigma, 2, problem.t_end)
 scenarios = jax.tree_util.tree_map(lambda a: a[FIRST * E : LAST * E], scenarios)
-found, seconds = {}, {}
-for r in (0.0, SUCCESS):
+found, seconds, informed = {}, {}, {}
+for r in () if A.identifying_only else (0.0, SUCCESS):
     found[r], seconds[f"first call, r = {r:g}"] = timed(
         hindsight_optima, problem, tasks_e, coefficients, scenarios, r
     )
     common.log(f"r = {r:g}: {seconds[f'first call, r = {r:g}']:.1f} s")
-_, seconds["second call"] = timed(hindsight_optima, problem, tasks_e, coefficients, scenarios, 0.0)
-informed = {}
-for r in (0.0, SUCCESS):
+if not A.identifying_only:
+    _, seconds["second call"] = timed(
+        hindsight_optima, problem, tasks_e, coefficients, scenarios, 0.0
+    )
+for r in () if A.identifying_only else (0.0, SUCCESS):
     informed[r], seconds[f"informed, first call, r = {r:g}"] = timed(
         informed_replanner, problem, tasks_e, coefficients, scenarios, r
     )
     common.log(f"informed, r = {r:g}: {seconds[f'informed, first call, r = {r:g}']:.1f} s")
-_, seconds["informed, second call"] = timed(
-    informed_replanner, problem, tasks_e, coefficients, scenarios, SUCCESS
-)
+if not A.identifying_only:
+    _, seconds["informed, second call"] = timed(
+        informed_replanner, problem, tasks_e, coefficients, scenarios, SUCCESS
+    )
+identified, told = {}, {}
+for k in (int(k) for k in A.identify_at.split(",")):
+    identified[k], seconds[f"identifying at {k}, first call"] = timed(
+        identifying_replanner, problem, tasks_e, coefficients, scenarios, A.aim, identify_at=k
+    )
+    if A.once:
+        continue
+    _, seconds[f"identifying at {k}, second call"] = timed(
+        identifying_replanner, problem, tasks_e, coefficients, scenarios, A.aim, identify_at=k
+    )
+    told[k], seconds[f"informed at {k}, first call"] = timed(
+        informed_replanner, problem, tasks_e, coefficients, scenarios, A.aim, identified_at=k
+    )
+    common.log(f"identifying at {k}: {seconds[f'identifying at {k}, first call']:.1f} s")
+
+
+def fit_error(run) -> dict:
+    """The last fit's largest error per rollout in the scales and the kicks: median, max."""
+    fitted, true = run.plant, scenarios
+    scales = np.maximum(
+        np.abs(np.asarray(fitted.mass_scale - true.mass_scale)).max(-1),
+        np.abs(np.asarray(fitted.inertia_scale - true.inertia_scale)).max(-1),
+    )
+    kicks = np.abs(np.asarray(fitted.kicks - true.kicks)).max((-1, -2))
+    return {
+        "scales_median": float(np.median(scales)),
+        "scales_max": float(np.max(scales)),
+        "kicks_median": float(np.median(kicks)),
+        "kicks_max": float(np.max(kicks)),
+        "residual_max": float(np.max(np.asarray(run.residual))),
+    }
 
 
 def ratios(res, r: float) -> dict:
@@ -136,16 +187,38 @@ record = {
     "optima_seconds": t_optima,
     "hindsight_over_optimum": {f"r = {r:g}": ratios(found[r], r) for r in found},
     "informed_over_optimum": {f"r = {r:g}": ratios(informed[r], r) for r in informed},
+    "identifying_over_optimum": {
+        f"identify at {k}, r = {A.aim:g}": {
+            **ratios(identified[k], A.aim),
+            "success": float(np.mean(np.asarray(identified[k].miss) <= SUCCESS)),
+            "fit_error": fit_error(identified[k]),
+            **(
+                {}
+                if k not in told
+                else {
+                    "informed_at_same_interval": ratios(told[k], A.aim),
+                    "effort_over_informed_median": float(
+                        np.nanmedian(np.asarray(identified[k].effort) / np.asarray(told[k].effort))
+                    ),
+                }
+            ),
+        }
+        for k in identified
+    },
     "rollouts": {
         "optimum_effort": e_star,
         **{f"hindsight effort, r = {r:g}": found[r].effort for r in found},
         **{f"informed effort, r = {r:g}": informed[r].effort for r in informed},
         **{f"informed miss, r = {r:g}": informed[r].miss for r in informed},
+        **{f"identifying at {k} effort": identified[k].effort for k in identified},
+        **{f"identifying at {k} miss": identified[k].miss for k in identified},
+        **{f"informed at {k} effort": told[k].effort for k in told},
     },
 }
 common.log(json.dumps(common.to_json(record["hindsight_over_optimum"]), indent=1))
 common.log(json.dumps(common.to_json(record["informed_over_optimum"]), indent=1))
-if source is not None:
+common.log(json.dumps(common.to_json(record["identifying_over_optimum"]), indent=1))
+if source is not None and not A.identifying_only:
     bound = np.asarray(found[SUCCESS].effort)
     controllers = {}
     for name, run in source["rollouts"].items():
@@ -162,6 +235,7 @@ if source is not None:
         }
     record["controllers"] = controllers
     common.log(json.dumps(controllers, indent=1))
-name = f"hindsight_effort_{common.device_tag(quick=A.quick)}"
+name = "identifying" if A.identifying_only else "hindsight_effort"
+name = f"{name}_{common.device_tag(quick=A.quick)}"
 name += "" if A.shard is None else f"_tasks{FIRST}-{LAST}"
 common.log(f"wrote {common.write_results(A.out, name + '.json', record, T0)}")

@@ -34,7 +34,11 @@ from .costs import Trajectory as Trajectory
 from .costs import WeightedSum as WeightedSum
 from .costs import rollout as rollout
 from .hindsight import Hindsight as Hindsight
+from .hindsight import Identified as Identified
+from .hindsight import Informed as Informed
 from .hindsight import hindsight_optima as hindsight_optima
+from .hindsight import identifying_replanner as identifying_replanner
+from .hindsight import informed_replanner as informed_replanner
 from .neighbouring import neighbouring_feedback as neighbouring_feedback
 from .optimise import AugmentedLagrangian as AugmentedLagrangian
 from .optimise import MultiStartResult as MultiStartResult

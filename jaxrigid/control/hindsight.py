@@ -9,7 +9,7 @@ inertia and kicks: the scenario), the least effort that ends within `r` of the t
 
     E_h(r) = min_C Σₖ cₖᵀ G cₖ   subject to   |x_C(T)[:2] − x*| ≤ r,                       (H1)
 
-`x_C(T)` the plant's run under `C` (`closed_loop.drive_interval`, kicks included). No causal
+`x_C(T)` the plant's run under `C` (`replan.drive_sequence`, kicks included). No causal
 law of that form, however it is designed or trained, reaches within `r` of `x*` on that plant
 with less effort, so `E_h(r)` bounds from below, rollout by rollout, the effort of every
 controller that succeeds there (to the extent that SQP's local solution is the global one).
@@ -18,11 +18,21 @@ The effort is a convex quadratic with its minimum, 0, at `C = 0` (the rails kept
 phases). So either `C = 0` itself ends within `r` (then `E_h = 0`), or the bound is active at
 every minimiser: `E_h(r)` is then the least effort with `|e|² = r²`, `e = x_C(T)[:2] − x*`
 (for `r = 0`, `e = 0`: two constraints). Both are solved by `sqp.solve` (as the open-loop
-optimum, `region.open_loop_optima`) from the task's nominal plan in interval form (its
-open-loop optimum's tails, `closed_loop.linear_feedback`'s `c̄ₖ`), every rollout in one
-program under `vmap`. The interval form lets `θ̈` jump between intervals, which the whole
-horizon's spline does not: with no disturbance `E_h(0)` is the task's optimum or slightly
-below it.
+optimum, `region.open_loop_optima`; `replan.least_effort`) from the task's nominal plan in
+interval form (its open-loop optimum's tails, `closed_loop.linear_feedback`'s `c̄ₖ`), every
+rollout in one program under `vmap`. The interval form lets `θ̈` jump between intervals,
+which the whole horizon's spline does not: with no disturbance `E_h(0)` is the task's
+optimum or slightly below it.
+
+**The causal references.** A law re-plans, at the start of some intervals `s`, the intervals
+from `s` on from the state it measured there, by (H1) on what it knows of the plant, no kick
+still to come assumed. `informed_replanner` is told the plant's masses and inertia (from
+interval `identified_at` on, the model's before); `identifying_replanner` is told nothing and
+fits them, and the kicks so far, to its measurements ((I1), `identification`). Both re-plan
+at 0, at that interval and at the start of the interval after each kick (`stage_starts`).
+(H1) itself is one such re-plan from the start that knows everything, kicks included. All
+three are one program (`_program`): a fixed number of stages `(start, knows, skip)`, the
+references differing only in the stages' values.
 """
 
 from __future__ import annotations
@@ -37,25 +47,38 @@ from .. import xla_options
 from .._checks import is_integer, real_number
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
-from .closed_loop import Tasks, check_policy_problem, drive_interval, interval_maps, interval_sizes
-from .mpc import warm_start
+from .closed_loop import Tasks, check_policy_problem, interval_maps, interval_sizes
+from .identification import (
+    FIT_ITERATIONS,
+    fit_plant,
+    model_unknowns,
+    one_step_residual,
+    unknowns,
+)
 from .policies import active_rows
-from .region import task_plan
+from .replan import drive_sequence, least_effort, nominal_sequence, outcome
 from .scenarios import Scenarios, kick_steps
-from .sqp import SQP, solve
+from .sqp import SQP
 
 __all__ = [
     "HINDSIGHT_SETTINGS",
     "Hindsight",
+    "Identified",
     "Informed",
     "hindsight_optima",
+    "identifying_replanner",
     "informed_replanner",
     "replan_intervals",
+    "stage_starts",
 ]
 
 HINDSIGHT_SETTINGS = SQP(n_iterations=30)
 """(H1)'s budget: 30 SQP iterations from the nominal plan (a perturbed plant's optimum lies
 near it; `Hindsight.miss` says where the bound was not reached in the budget)."""
+
+MODEL, TOLD, FITTED, EVERYTHING = 0, 1, 2, 3
+"""What a stage's re-plan knows of the plant (`knows`): the model's masses and inertia; the
+plant's; those fitted by (I1); the plant's and every kick, past and future ((H1))."""
 
 
 class Hindsight(NamedTuple):
@@ -70,84 +93,101 @@ class Hindsight(NamedTuple):
     zero: jax.Array
 
 
-def nominal_sequence(problem, coefficients, theta0, H: float, R: int, rows: int):
-    """The task's plan with `coefficients` (from its rails at rest) in interval form: plan `k`
-    its tail from `tₖ = kH` (`mpc.warm_start`), rows `< rows` (`policies.active_rows`)."""
-    plan = task_plan(problem, coefficients, theta0)
+class Informed(NamedTuple):
+    """Per rollout (leading axis `B`): `coefficients (B, R, rows, n)` the sequence the
+    informed re-planner drove; `effort (B,)` its `Σₖ cₖᵀ G cₖ`; `miss (B,)` `|x(T)[:2] − x*|`
+    of the plant's run under it (NaN where a plant step failed)."""
 
-    def interval(plan, _):
-        return warm_start(plan, None, H), plan.coefficients[:rows]
-
-    _, C = jax.lax.scan(interval, plan, None, length=R)
-    return C
+    coefficients: jax.Array
+    effort: jax.Array
+    miss: jax.Array
 
 
-def _run(problem, m, maps, scenario, at, target, theta0, C):
-    """The plant's run under the sequence `C (R, rows, n)` from the rails at rest at `theta0`:
-    `(e, ok)`, `e = x(T)[:2] − x*`."""
-    zero = jnp.zeros_like(problem.control.coefficients)
+class Identified(NamedTuple):
+    """`Informed`'s fields for the identifying re-planner, and `plant` the last fit's plant
+    (`Scenarios`, leading axis `B`: the masses' and moments' scales, the kicks), `residual
+    (B,)` (I1)'s `|ρ|` at it."""
 
-    def interval(carry, kc):
-        k, c = kc
-        state, theta, theta_dot, ok = carry
-        c = zero.at[: c.shape[0]].set(c)
-        state, _, ok_k, theta, theta_dot, _ = drive_interval(
-            problem, maps, m, scenario, at, k, state, theta, theta_dot, c
-        )
-        return (state, theta, theta_dot, ok & ok_k), None
-
-    R = C.shape[0]
-    carry = (problem.state0, theta0, jnp.zeros_like(theta0), jnp.asarray(True))
-    (state, *_, ok), _ = jax.lax.scan(interval, carry, (jnp.arange(R, dtype=jnp.int32), C))
-    return state.x[:2] - target, ok
+    coefficients: jax.Array
+    effort: jax.Array
+    miss: jax.Array
+    plant: Scenarios
+    residual: jax.Array
 
 
-def _effort(maps, C):
-    """`Σₖ cₖᵀ G cₖ` (the rows past `rows` are zero: `G`'s leading block)."""
-    rows = C.shape[1]
-    G = maps.gram[:rows, :rows]
-    return jnp.sum(C * jnp.einsum("ij,kjn->kin", G, C))
+def _stages_one(
+    problem, settings, m, R, rows, maps, scenario, at, target, theta0, c, stages, r, n_fit
+):  # fmt: skip
+    """One rollout: from its task's nominal sequence, each stage `(start, knows, skip)` not
+    skipped measures the plant's run so far, takes the plant it `knows` (fitting (I1) where
+    `FITTED`) and re-plans the intervals from `start` from the measured state (`least_effort`).
+    Returns the driven sequence's `(C, effort, miss)`, and the last re-plan's `zero`, plant
+    `p` and fit residual."""
+    rest = (problem.state0, theta0, jnp.zeros_like(theta0))
+    p0 = model_unknowns(scenario)
+    plant = (scenario.mass_scale, scenario.inertia_scale, jnp.ravel(scenario.kicks))
+    truth = jnp.concatenate(plant)
+    n_known = scenario.mass_scale.shape[0] + 3  # p's masses and moments, before the kicks
+    nothing = jnp.zeros((), p0.dtype)
+
+    def replan(carry, start, knows):
+        C = carry[0]
+        # what the law measured: the plant's state at the start of every interval (those
+        # from `start` on are not used: their plans are still to be chosen)
+        _, _, ends = drive_sequence(problem, m, maps, scenario, at, rest, C, collect=True)
+        X = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), rest, ends)
+        residual = one_step_residual(problem, m, maps, at, X, C, start, scenario)
+        p, rho = jax.lax.switch(
+            knows,
+            [lambda: (p0, nothing), lambda: (truth, nothing),
+             lambda: fit_plant(residual, p0, n_fit), lambda: (truth, nothing)],
+        )  # fmt: skip
+        # the plant re-planned on: the kicks still to come only where it knows everything
+        ahead = unknowns(jnp.where(knows == EVERYTHING, p, p.at[n_known:].set(0.0)), scenario)
+        measured = jax.tree_util.tree_map(lambda a: a[start], X)
+
+        def run(C):
+            (state, _, _), ok = drive_sequence(
+                problem, m, maps, ahead, at, measured, C, start=start
+            )
+            return state.x[:2] - target, ok
+
+        C, zero = least_effort(settings, maps, run, C, jnp.arange(R) >= start, r)
+        return C, zero, p, rho
+
+    def stage(carry, st):
+        start, knows, skip = st
+        return jax.lax.cond(skip, lambda: carry, lambda: replan(carry, start, knows)), None
+
+    C0 = nominal_sequence(problem, c, theta0, m * problem.dt, R, rows)
+    (C, zero, p, rho), _ = jax.lax.scan(stage, (C0, jnp.asarray(False), p0, nothing), stages)
+    return *outcome(problem, m, maps, scenario, at, target, theta0, C), zero, p, rho
 
 
-def _least_effort(problem, settings, m, maps, scenario, at, target, theta0, C, free, r):
-    """(H1) over the intervals where `free (R,)` (the others kept as in `C`), on `scenario`'s
-    plant, from `C`: `(C, zero)`, `zero` where the free intervals at rest already end within
-    `r > 0` (the effort, convex in them, is then least there)."""
-    free = free[:, None, None]
-    shape, dtype = C.shape, C.dtype
+@xla_options.filter_jit
+def _program(problem, settings, m, R, rows, maps, scenarios, at, tasks, c, stages, r, n_fit):
+    """Every rollout's stages (`_stages_one`), one program under `vmap`."""
 
-    def sequence(x):
-        return jnp.where(free, jnp.reshape(x, shape), C)
+    def one(s, a, x, th, c):
+        return _stages_one(problem, settings, m, R, rows, maps, s, a, x, th, c, stages, r, n_fit)
 
-    def e(x):
-        return _run(problem, m, maps, scenario, at, target, theta0, sequence(x))[0]
+    with reported_in_outcome():
+        return jax.vmap(one)(scenarios, at, tasks.target, tasks.theta0, c)
 
-    def effort(x):
-        return _effort(maps, sequence(x))
 
-    # |e|² = r² has no gradient where e = 0 (the nominal plan on an undisturbed plant):
-    # first e = r·d, d towards where the free intervals at rest end (for r = 0 the answer),
-    # then |e|² = r² from there
-    rest = jnp.zeros((C.size,), dtype)
-    e0, ok0 = _run(problem, m, maps, scenario, at, target, theta0, sequence(rest))
-    moved = jnp.any(e0 != 0)
-    d = jnp.where(
-        moved, e0 / jnp.where(moved, jnp.linalg.norm(e0), 1.0), jnp.eye(2, dtype=dtype)[0]
+def _call(args, stages, r, n_fit=FIT_ITERATIONS):
+    """`_program` with the stages `[(start, knows), …]` padded with skipped ones to `2 + k`
+    (`k` kicks: the most `stage_starts` gives), so that every reference is one program."""
+    scenarios = args[6]
+    length = 2 + scenarios.kicks.shape[1]
+    padded = list(stages) + [(0, MODEL)] * (length - len(stages))
+    arrays = (
+        jnp.asarray([s for s, _ in padded], jnp.int32),
+        jnp.asarray([k for _, k in padded], jnp.int32),
+        jnp.arange(length) >= len(stages),
     )
-    on = solve(effort, lambda x: e(x) - r * d, jnp.ravel(C), jnp.zeros((2,), dtype), settings)
-    ring = lambda x: jnp.sum(e(x) ** 2, keepdims=True) - r**2  # noqa: E731
-    # `r` is one for every rollout (not batched): the second solve runs only where r > 0
-    x = jax.lax.cond(
-        r > 0, lambda: solve(effort, ring, on.x, jnp.zeros((1,), dtype), settings).x, lambda: on.x
-    )
-    zero = (r > 0) & ok0 & (jnp.linalg.norm(e0) <= r)
-    return sequence(jnp.where(zero, rest, x)), zero
-
-
-def _outcome(problem, m, maps, scenario, at, target, theta0, C):
-    """`(C, effort, miss)` of the sequence `C` on the plant (miss NaN where a step failed)."""
-    e, ok = _run(problem, m, maps, scenario, at, target, theta0, C)
-    return C, _effort(maps, C), jnp.where(ok, jnp.linalg.norm(e), jnp.nan)
+    dtype = args[0].control.coefficients.dtype
+    return call_filtered(_program, *args, arrays, jnp.asarray(r, dtype), int(n_fit))
 
 
 def hindsight_optima(
@@ -165,11 +205,8 @@ def hindsight_optima(
     closed loop's intervals (`interval`, default `T/10`, as `closed_loop_rollout`)."""
     r = _radius(tolerance)
     args = _checked(problem, tasks, coefficients, scenarios, settings, interval)
-    dtype = problem.control.coefficients.dtype
     # one re-plan from the start, every kick seen and the plant known: (H1)
-    k = scenarios.kicks.shape[1]
-    stages = (jnp.zeros((1,), jnp.int32), jnp.ones((1, k), dtype), jnp.ones((1,), bool))
-    return Hindsight(*call_filtered(_program, *args, stages, jnp.asarray(r, dtype)))
+    return Hindsight(*_call(args, [(0, EVERYTHING)], r)[:4])
 
 
 def _radius(tolerance) -> float:
@@ -209,17 +246,7 @@ def _checked(problem, tasks, coefficients, scenarios, settings, interval):
 
 
 # ------------------------------------------------------------------------------------------
-# The informed re-planner: the plant known, the kicks seen when they have happened.
-
-
-class Informed(NamedTuple):
-    """Per rollout (leading axis `B`): `coefficients (B, R, rows, n)` the sequence the
-    informed re-planner drove; `effort (B,)` its `Σₖ cₖᵀ G cₖ`; `miss (B,)` `|x(T)[:2] − x*|`
-    of the plant's run under it (NaN where a plant step failed)."""
-
-    coefficients: jax.Array
-    effort: jax.Array
-    miss: jax.Array
+# The causal re-planners: the plant told or fitted, each kick seen when it has happened.
 
 
 def replan_intervals(at, m: int, R: int) -> list[int]:
@@ -233,40 +260,12 @@ def replan_intervals(at, m: int, R: int) -> list[int]:
     return sorted({int(a) // m + 1 for a in at[0] if int(a) // m + 1 < R})
 
 
-def _stages_one(
-    problem, settings, m, R, rows, maps, scenario, at, target, theta0, c, stages, r
-):  # fmt: skip
-    """One rollout: from its task's nominal sequence, each stage `(start, seen, plant)` in
-    turn re-plans the intervals from `start` (`_least_effort`); `(C, effort, miss, zero)` of
-    the sequence driven, `zero` the last stage's."""
-
-    def stage(C, st):
-        """One re-plan: the intervals from `start` re-optimised with the kicks `seen` so far,
-        on the plant where `plant` (on the model where not), to within `r` of `x*`."""
-        start, seen, plant = st
-        known = Scenarios(
-            jnp.where(plant, scenario.mass_scale, 1.0),
-            jnp.where(plant, scenario.inertia_scale, 1.0),
-            scenario.kicks * seen[:, None],
-            scenario.kick_times,
-        )
-        free = jnp.arange(R) >= start
-        return _least_effort(problem, settings, m, maps, known, at, target, theta0, C, free, r)
-
-    C0 = nominal_sequence(problem, c, theta0, m * problem.dt, R, rows)
-    C, zero = jax.lax.scan(stage, C0, stages)
-    return *_outcome(problem, m, maps, scenario, at, target, theta0, C), zero[-1]
-
-
-@xla_options.filter_jit
-def _program(problem, settings, m, R, rows, maps, scenarios, at, tasks, c, stages, r):
-    """Every rollout's re-plans `stages` (`_stages_one`), one program under `vmap`."""
-
-    def one(s, a, x, th, c):
-        return _stages_one(problem, settings, m, R, rows, maps, s, a, x, th, c, stages, r)
-
-    with reported_in_outcome():
-        return jax.vmap(one)(scenarios, at, tasks.target, tasks.theta0, c)
+def stage_starts(at, m: int, R: int, identified_at: int, name: str = "identified_at"):
+    """The intervals at whose start a re-planner re-plans: 0, `identified_at` (`ValueError`
+    unless in `[0, R)`) and those after a kick (`replan_intervals`)."""
+    if not (is_integer(identified_at) and 0 <= identified_at < R):
+        raise ValueError(f"{name} must be an interval in [0, {R}), got {identified_at!r}")
+    return sorted({0, int(identified_at), *replan_intervals(at, m, R)})
 
 
 def informed_replanner(
@@ -284,20 +283,49 @@ def informed_replanner(
     but never its kicks before they happen. It drives the least-effort sequence ending within
     `tolerance` of `x*` without kicks ((H1) with no kick, on what it knows); at the start of
     each interval after a kick (`replan_intervals`) and at `identified_at` it re-plans the
-    remaining intervals likewise with the kicks seen so far (SQP from its current plan, the
-    earlier intervals kept as driven). Arguments as `hindsight_optima`'s. With `identified_at
-    > 0` it stands for a law that identifies the plant from what it observed before (the
-    deterministic plant's parameters are in its state); one that knew the future kicks is
-    (H1)."""
+    remaining intervals likewise from the state measured there (SQP from its current plan,
+    the earlier intervals kept as driven). Arguments as `hindsight_optima`'s. With
+    `identified_at > 0` it stands for a law that identifies the plant from what it observed
+    before (`identifying_replanner` is one); one that knew the future kicks is (H1)."""
+    args = (problem, tasks, coefficients, scenarios, tolerance, settings, interval)
+    return Informed(*_replanner(*args, identified_at, TOLD, "identified_at")[:3])
+
+
+def identifying_replanner(
+    problem,
+    tasks: Tasks,
+    coefficients,
+    scenarios: Scenarios,
+    tolerance=0.0,
+    settings: SQP = HINDSIGHT_SETTINGS,
+    interval=None,
+    identify_at: int = 3,
+    fit_iterations: int = FIT_ITERATIONS,
+) -> Identified:
+    """`informed_replanner` told nothing of the plant: it plans on the model until the start
+    of interval `identify_at` (default 3: `t = 1.5` at `T = 5` in ten intervals, the first
+    kick seen), then fits the plant's masses, moments and kicks so far to the states it
+    measured ((I1), `fit_iterations` Levenberg–Marquardt steps) and re-plans from the
+    measured state on the fitted plant, again after each kick. The scenarios' plants are only
+    simulated: the law sees them through the measured states alone."""
+    if not (is_integer(fit_iterations) and not isinstance(fit_iterations, bool)) or (
+        fit_iterations < 1
+    ):
+        raise ValueError(f"fit_iterations must be an integer ≥ 1, got {fit_iterations!r}")
+    args = (problem, tasks, coefficients, scenarios, tolerance, settings, interval)
+    out = _replanner(*args, identify_at, FITTED, "identify_at", fit_iterations)
+    C, effort, miss, _, p, rho = out
+    return Identified(C, effort, miss, jax.vmap(unknowns)(p, scenarios), rho)
+
+
+def _replanner(
+    problem, tasks, coefficients, scenarios, tolerance, settings, interval, known_from: int,
+    knows: int, name: str, n_fit: int = FIT_ITERATIONS,
+):  # fmt: skip
+    """The re-planner whose re-plans from interval `known_from` (`name`) on know the plant as
+    `knows` (`TOLD`, `FITTED`), the model before: `_program`'s outputs."""
     r = _radius(tolerance)
     args = _checked(problem, tasks, coefficients, scenarios, settings, interval)
     m, R, at = args[2], args[3], args[7]
-    if not (is_integer(identified_at) and 0 <= identified_at < R):
-        raise ValueError(f"identified_at must be an interval in [0, {R}), got {identified_at!r}")
-    starts = sorted({0, int(identified_at), *replan_intervals(at, m, R)})
-    observed = [int(a) // m + 1 for a in jnp.asarray(at)[0]]
-    seen = [[float(k <= start) for k in observed] for start in starts]
-    dtype = problem.control.coefficients.dtype
-    plant = [start >= identified_at for start in starts]
-    stages = (jnp.asarray(starts, jnp.int32), jnp.asarray(seen, dtype), jnp.asarray(plant))
-    return Informed(*call_filtered(_program, *args, stages, jnp.asarray(r, dtype))[:3])
+    starts = stage_starts(at, m, R, known_from, name)
+    return _call(args, [(s, knows if s >= known_from else MODEL) for s in starts], r, n_fit)
