@@ -28,7 +28,8 @@ is compared rollout by rollout with `E_h(0.05)`:
   second call.
 
 `--identifying-only` runs the last item alone (no hindsight, no informed re-planner from 0);
-`--once` also leaves out its second call and the informed re-planner (the 1000-target run).
+`--once` also leaves out its second call and the informed re-planner (the 1000-target run);
+`--sqp-iterations N` gives those re-plans `SQP(n_iterations=N)` (default: 30, (H1)'s).
 
 Writes `results/hindsight_effort_<device>.json`.
 
@@ -56,6 +57,7 @@ from jaxrigid.control.hindsight import (  # noqa: E402
     informed_replanner,
 )
 from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
+from jaxrigid.control.sqp import SQP  # noqa: E402
 
 SUCCESS = 0.05
 
@@ -71,6 +73,7 @@ p.add_argument("--identify-at", default="1,3", help="intervals at which the plan
 p.add_argument("--identifying-only", action="store_true", help="only the --identify-at runs")
 p.add_argument("--once", action="store_true", help="with --identifying-only: one call each")
 p.add_argument("--aim", type=float, default=SUCCESS, help="the re-planners' r (--identify-at)")
+p.add_argument("--sqp-iterations", type=int, default=None, help="the --identify-at re-plans'")
 A = p.parse_args()
 source = None
 if A.source is not None:
@@ -129,19 +132,22 @@ if not A.identifying_only:
         informed_replanner, problem, tasks_e, coefficients, scenarios, SUCCESS
     )
 identified, told = {}, {}
+budget = {} if A.sqp_iterations is None else {"settings": SQP(n_iterations=A.sqp_iterations)}
+rollouts = (problem, tasks_e, coefficients, scenarios, A.aim)
 for k in (int(k) for k in A.identify_at.split(",")):
-    identified[k], seconds[f"identifying at {k}, first call"] = timed(
-        identifying_replanner, problem, tasks_e, coefficients, scenarios, A.aim, identify_at=k
+    name = f"identifying at {k}"
+    identified[k], seconds[f"{name}, first call"] = timed(
+        identifying_replanner, *rollouts, identify_at=k, **budget
     )
     if A.once:
         continue
-    _, seconds[f"identifying at {k}, second call"] = timed(
-        identifying_replanner, problem, tasks_e, coefficients, scenarios, A.aim, identify_at=k
+    _, seconds[f"{name}, second call"] = timed(
+        identifying_replanner, *rollouts, identify_at=k, **budget
     )
     told[k], seconds[f"informed at {k}, first call"] = timed(
-        informed_replanner, problem, tasks_e, coefficients, scenarios, A.aim, identified_at=k
+        informed_replanner, *rollouts, identified_at=k, **budget
     )
-    common.log(f"identifying at {k}: {seconds[f'identifying at {k}, first call']:.1f} s")
+    common.log(f"{name}: {seconds[f'{name}, first call']:.1f} s")
 
 
 def fit_error(run) -> dict:
@@ -182,6 +188,7 @@ record = {
     "sigma": A.sigma,
     "dt": A.dt,
     "seed": A.seed,
+    "sqp_iterations": A.sqp_iterations,
     "source": A.source,
     "seconds": seconds,
     "optima_seconds": t_optima,
