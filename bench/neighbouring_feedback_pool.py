@@ -20,6 +20,9 @@ import numpy as np
 
 SUCCESS = 0.05
 SAME = ("tasks", "seed", "dt", "eval_per_task")
+ADDED_LATER = {"miss_tolerance": 0.0}
+"""Tuning settings a shard written before they existed ran at: their default (a file without
+`miss_tolerance` was tuned by (T1) with no dead zone, `TuneSettings`' default 0)."""
 
 p = common.parser(__doc__)
 p.add_argument("shards", nargs="+")
@@ -34,8 +37,9 @@ for f, d in zip(A.shards, docs, strict=True):
             p.error(f"{f}: {key} = {d[key]}, not {first[key]} as in {A.shards[0]}")
     tune, tune0 = d.get("tune") or {}, first.get("tune") or {}
     for key in ("steps", "scenarios", "sigma", "form", "effort_floor", "miss_tolerance"):
-        if tune.get(key) != tune0.get(key):
-            p.error(f"{f}: tune {key} = {tune.get(key)}, not {tune0.get(key)}")
+        here, there = (t.get(key, ADDED_LATER.get(key)) for t in (tune, tune0))
+        if here != there:
+            p.error(f"{f}: tune {key} = {here}, not {there}")
 index = np.concatenate([np.asarray(d["task_index"]) for d in docs])
 if len(set(index.tolist())) != len(index):
     p.error("the shards overlap")
