@@ -4,10 +4,15 @@ Each shard file holds every rollout's miss and effort per controller (`rollouts`
 indices and optima's effort; the shards must come from one run (the same `--tasks`, `--seed`,
 `--dt`, `--eval-per-task` and tuning settings) and cover disjoint tasks. Per controller over
 all pooled rollouts: success (miss ≤ 0.05), failed plants, median and 90th percentile miss,
-median effort / the task's optimum; and which tasks of the run are still missing. Writes
+median effort / the task's optimum; and which tasks of the run are still missing. With
+`--identifying FILE` (a `hindsight_effort.py --identifying-only` result on the same run's
+rollouts, e.g. all 1000 targets), each identifying re-planner of the file over all its
+rollouts (success, median effort / optimum, the share at most 1.5×) and on the pooled ones,
+rollout by rollout against each controller (median of its effort over theirs). Writes
 `results/neighbouring_feedback_pooled_<device>.json` (`--name` to change).
 
     python bench/neighbouring_feedback_pool.py SHARD.json [SHARD.json ...] [--name NAME]
+        [--identifying FILE]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ ADDED_LATER = {"miss_tolerance": 0.0}
 p = common.parser(__doc__)
 p.add_argument("shards", nargs="+")
 p.add_argument("--name", default=None)
+p.add_argument("--identifying", default=None, help="a hindsight_effort.py result, same rollouts")
 A = p.parse_args()
 T0 = time.perf_counter()
 docs = [json.loads(open(f).read()) for f in A.shards]
@@ -72,5 +78,46 @@ record = {
     "training_seconds": float(sum((d.get("tune") or {}).get("seconds") or 0 for d in docs)),
     "controllers": controllers,
 }
+if A.identifying is not None:
+    other = json.loads(open(A.identifying).read())
+    for key in SAME:
+        if other[key] != first[key]:
+            p.error(f"{A.identifying}: {key} = {other[key]}, not {first[key]}")
+    E = first["eval_per_task"]
+    rows = (index[:, None] * E + np.arange(E)).ravel()  # the pooled rollouts, in its order
+    all_optimum = np.asarray(other["rollouts"]["optimum_effort"], float)
+    # rtol: a shard's optimum may stop short in its 30 iterations (target 189: 2.2e-5)
+    if not np.allclose(all_optimum[rows], optimum, rtol=1e-4):
+        p.error(f"{A.identifying}: not the same tasks' optima")
+    record["identifying"] = {}
+    for key in other["rollouts"]:
+        if not (key.startswith("identifying at ") and key.endswith(" effort")):
+            continue
+        law = key[: -len(" effort")]
+        effort = np.asarray(other["rollouts"][key], float)
+        miss = np.asarray(other["rollouts"][law + " miss"], float)
+        ratio = effort / all_optimum
+        record["identifying"][law] = {
+            "rollouts": int(miss.size),
+            "success": float(np.mean(miss <= SUCCESS)),
+            "median_effort_ratio": float(np.median(ratio)),
+            "at_most_1.5": float(np.mean(ratio <= 1.5)),
+            "on_pooled": {
+                "success": float(np.mean(miss[rows] <= SUCCESS)),
+                "median_effort_ratio": float(np.median(ratio[rows])),
+                **{
+                    f"median effort over {c}'s": float(
+                        np.median(
+                            effort[rows]
+                            / np.concatenate(
+                                [np.asarray(d["rollouts"][c]["effort"], float) for d in docs]
+                            )
+                        )
+                    )
+                    for c in first["rollouts"]
+                },
+            },
+        }
+        common.log(f"{law}: {record['identifying'][law]}")
 name = A.name or f"neighbouring_feedback_pooled_{common.device_tag()}"
 common.log(f"wrote {common.write_results(A.out, name + '.json', record, T0)}")

@@ -248,8 +248,8 @@ def test_identifying_replanner_is_causal(identified):
 def test_fit_plant_levenberg_marquardt():
     """`fit_plant` on a zero-residual least-squares problem with a known answer (`y = a·e^{bt}
     + c` at 8 points, from 30 % off in each unknown): the answer to 1e-12 in 8 iterations (a
-    method with a wrong step or acceptance rule is not there after 8), and an unknown no
-    residual depends on keeps its start exactly."""
+    zero-residual problem, where Gauss–Newton's steps converge quadratically; 1e-12 is rounding
+    of unknowns of order 1), and an unknown no residual depends on keeps its start exactly."""
     t = jnp.linspace(0.0, 1.0, 8)
     truth = jnp.asarray([2.0, -1.5, 0.5])
     y = truth[0] * jnp.exp(truth[1] * t) + truth[2]
