@@ -106,7 +106,7 @@ def measure_policy(B: int) -> dict:
     from jaxrigid.control.closed_loop import LossWeights, interval_maps
     from jaxrigid.control.policies import MLPPolicy, active_rows
     from jaxrigid.control.region import RADIUS, reach_region, sample_tasks
-    from jaxrigid.control.training import TrainSettings, _train_step, optimiser
+    from jaxrigid.control.training import TrainSettings, _step_numbers, _train_step, optimiser
 
     dtype = jnp.dtype(A.dtype)
     problem = reach_region(dtype=dtype)
@@ -121,7 +121,8 @@ def measure_policy(B: int) -> dict:
     scenarios = draw_scenarios(0, B, 0.05, 2, problem.t_end, dtype)
     at = kick_steps(scenarios, problem.dt)
     t = sample_tasks(0, B, dtype=dtype)
-    args = (policy, opt_state, opt, problem, m, R, maps, scenarios, at, t, LossWeights())
+    numbers = _step_numbers(TrainSettings(weights=LossWeights()), dtype)
+    args = (policy, opt_state, numbers, problem, m, R, maps, scenarios, at, t)
     t0 = time.perf_counter()
     lowered = _train_step.lower(*args)
     lower_s = time.perf_counter() - t0

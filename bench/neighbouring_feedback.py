@@ -24,6 +24,11 @@ and effort (`rollouts`, with each task's optimum effort and index). Writes
 `results/neighbouring_feedback_<device>.json`. `--eval-per-task E`: `E` scenarios per task
 (every controller on the same `tasks·E` rollouts).
 
+`--disturbances kicks` keeps only the scenarios' kicks (S2), the plant's masses and inertia
+the model's; `plant` only the plant (S1), no kick (the same draws either way, the other part
+set to nominal; evaluation only, not with `--tune`): which of the two a first-order law
+cannot correct. Written with `_kicks` or `_plant` in the name.
+
 `--shard START:STOP`: only tasks `START … STOP−1` of the `--tasks` drawn (tuned, evaluated
 on their own rows of the scenarios drawn for all `tasks·E`), written to
 `..._<device>_tasks<START>-<STOP>.json`: shards of one run, run one after another or on
@@ -32,7 +37,7 @@ the tuning's own scenario stream differs from an unsharded run.
 
     python bench/neighbouring_feedback.py [--tasks 64] [--sigmas 0.001,0.01,0.05] [--last 10,9,8]
                                           [--dt 0.05] [--mpc] [--tune STEPS] [--eval-per-task E]
-                                          [--shard START:STOP]
+                                          [--shard START:STOP] [--disturbances all|kicks|plant]
 """
 
 from __future__ import annotations
@@ -82,7 +87,10 @@ p.add_argument(
 )
 p.add_argument("--eval-per-task", type=int, default=1)
 p.add_argument("--shard", default=None, help="START:STOP, only these tasks of --tasks")
+p.add_argument("--disturbances", choices=("all", "kicks", "plant"), default="all")
 A = p.parse_args()
+if A.disturbances != "all" and A.tune:
+    p.error("--disturbances kicks|plant is for evaluation: the tuning trains on all of (S1), (S2)")
 if A.quick:
     A.tasks, A.dt, A.sigmas, A.last = 2, 0.25, "0.001", "10"
     A.tune = min(A.tune, 3)
@@ -162,6 +170,11 @@ points, rollouts = [], {}
 for sigma in [float(s) for s in A.sigmas.split(",")]:
     scenarios = draw_scenarios(A.seed, A.tasks * E, sigma, 2, problem.t_end)
     scenarios = jax.tree_util.tree_map(lambda a: a[FIRST * E : LAST * E], scenarios)
+    if A.disturbances == "kicks":  # the plant is the model: scales 1 exactly
+        scales = (jnp.ones_like(scenarios.mass_scale), jnp.ones_like(scenarios.inertia_scale))
+        scenarios = eqx.tree_at(lambda s: (s.mass_scale, s.inertia_scale), scenarios, scales)
+    elif A.disturbances == "plant":
+        scenarios = eqx.tree_at(lambda s: s.kicks, scenarios, jnp.zeros_like(scenarios.kicks))
     runs = {"open loop": jnp.zeros_like(gains)}
     for last in [int(x) for x in A.last.split(",")]:
         keep = (jnp.arange(gains.shape[1]) < last).astype(gains.dtype)[None, :, None, None]
@@ -196,6 +209,7 @@ record = {
     "gains_first_call_seconds": t_first,
     "gains_second_call_seconds": t_second,
     "eval_per_task": E,
+    "disturbances": A.disturbances,
     "tune": None
     if not A.tune
     else {
@@ -218,5 +232,6 @@ record = {
 }
 name = f"neighbouring_feedback_{common.device_tag(quick=A.quick)}"
 name += "" if A.shard is None else f"_tasks{FIRST}-{LAST}"
+name += "" if A.disturbances == "all" else f"_{A.disturbances}"
 name += ".json"
 common.log(f"wrote {common.write_results(A.out, name, record, T0)}")

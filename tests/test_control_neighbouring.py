@@ -284,6 +284,20 @@ def test_tuning(setup, tmp_path):
     after = float(loss(tuning._trainable(tuned), unseen, at)[0])
     assert after < 0.5 * before
 
+    # σ and the other numbers are the step program's inputs: another value builds nothing.
+    # With σ = 0 every rollout is its task's optimum (all within 0.05, no plant failed),
+    # which a program still drawing σ = 0.05 would not give (measured: 2 of its 32 succeed)
+    built = []
+    listen = lambda event, duration, **kw: built.append(event)  # noqa: E731
+    other = settings._replace(steps=1, sigma=0.0, learning_rate=1e-3, effort_weight=0.2)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        _, still_history = tuning.tune_feedback(problem, start, tasks, optima.effort, other)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert [e for e in built if e.startswith("/jax/core/compile")] == []
+    assert still_history.success[0] == 1.0 and still_history.skipped[0] == 0.0
+
     # the command's `--policy tuned`: the same tasks, start and training (the same programs);
     # the law it saves, evaluated from the file, is the same law on the same tasks
     law = tmp_path / "tuned.eqx"
@@ -321,6 +335,12 @@ def test_tuning_bad_input(setup):
         tuning.tune_feedback(problem, policy, tasks, optima.effort, word)
     bad = tuning.TuneSettings(miss_tolerance=-0.01)
     with pytest.raises(ValueError, match="miss_tolerance must be a finite number ≥ 0, got -0.01"):
+        tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)
+    bad = tuning.TuneSettings(learning_rate=0.0)
+    with pytest.raises(ValueError, match="learning_rate must be a finite number > 0, got 0.0"):
+        tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)
+    bad = tuning.TuneSettings(sigma=float("nan"))
+    with pytest.raises(ValueError, match=r"sigma \(the disturbance\) must be a finite number ≥ 0"):
         tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)
 
 

@@ -21,6 +21,7 @@ import pytest
 from jaxrigid import cli
 from jaxrigid.control import mpc
 from jaxrigid.control.closed_loop import (
+    LossWeights,
     PerTask,
     Tasks,
     closed_loop_rollout,
@@ -39,7 +40,7 @@ from jaxrigid.control.region import (
     sample_tasks,
 )  # fmt: skip
 from jaxrigid.control.scenarios import draw_scenarios, replay
-from jaxrigid.control.training import TrainSettings, _stages
+from jaxrigid.control.training import TrainSettings, _stages, train_policy
 
 DT = 0.25
 H = 0.5
@@ -309,6 +310,33 @@ def test_train_policy_command_float32(tmp_path):
     policy, header = load_policy(out)
     assert header["metadata"]["family"] == "reach-region"
     assert policy.mlp.layers[0].weight.dtype == jnp.float32
+    # σ, the learning rate, the clip and (C2)'s weights are the step program's inputs: a
+    # second training of this policy with other values traces no step program (the command's
+    # serves; the tasks' and scenarios' small eager operations aside)
+    built = []
+    listen = lambda event, duration, **kw: built.append((event, kw.get("fun_name")))  # noqa: E731
+    other = TrainSettings(steps=1, batch=4, sigma=0.01, learning_rate=1e-4, clip=2.0,
+                          interval=0.5, weights=LossWeights(0.2, 0.05))  # fmt: skip
+    f32_problem = reach_region(dt=DT, dtype=jnp.float32)
+    f32_tasks = lambda i, fraction: sample_tasks(0, 4, "train", i, dtype=jnp.float32)  # noqa: E731
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        again, history = train_policy(f32_problem, policy, f32_tasks, other)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert ("/jax/core/compile/jaxpr_trace_duration", "_train_step") not in built
+    # adam's first step moves each parameter by lr·|m̂/(√v̂ + ε)| ≤ lr (m̂ = g, v̂ = g²):
+    # this learning rate, not the command's 3e-3, and a step taken
+    moved = jax.tree_util.tree_leaves(
+        jax.tree_util.tree_map(lambda a, b: jnp.max(jnp.abs(a - b)), eqx.filter(again,
+                               eqx.is_inexact_array), eqx.filter(policy, eqx.is_inexact_array))
+    )  # fmt: skip
+    largest = max(float(jnp.max(jnp.abs(a))) for a in jax.tree_util.tree_leaves(
+        eqx.filter(policy, eqx.is_inexact_array)))  # fmt: skip
+    # (plus the float32 rounding of a parameter of that size, updated and subtracted)
+    rounding = 2 * float(jnp.finfo(jnp.float32).eps) * largest
+    assert 0.5e-4 < max(float(x) for x in moved) <= 1e-4 + rounding
+    assert np.isfinite(history.loss[0])
     rc, stdout, stderr = _control(["reach-region", "--feedback", "policy", "--policy", str(out),
                                    "--scenarios", "4", "--seed", "5", "--open-loop-sample", "2",
                                    "--json"])  # fmt: skip

@@ -73,7 +73,8 @@ class ClosedLoop(NamedTuple):
 
 
 class LossWeights(NamedTuple):
-    """(C2)'s `miss_scale` `s` and `effort_weight` `w` (plain floats: static)."""
+    """(C2)'s `miss_scale` `s` and `effort_weight` `w` (numbers: `training` passes them to its
+    step program as inputs)."""
 
     miss_scale: float = 0.1
     effort_weight: float = 1e-2

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import xla_options
-from .._checks import is_integer, real_number
+from .._checks import _Tracer, is_integer, real_number
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from ..results import RESULTS
@@ -72,7 +72,8 @@ class Scenarios(eqx.Module):
         return jax.tree_util.tree_map(lambda a: a[i], self)
 
 
-def _check_sigma(sigma) -> float:
+def check_sigma(sigma) -> float:
+    """`sigma` (a scenario's size) as a float, or a `ValueError`: a finite number ≥ 0."""
     value = real_number("sigma", sigma)
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"sigma (the disturbance) must be a finite number ≥ 0, got {sigma!r}")
@@ -80,14 +81,16 @@ def _check_sigma(sigma) -> float:
 
 
 def draw_scenarios(key, count: int, sigma, n_masses: int, t_end: float, dtype=None) -> Scenarios:
-    """`count` scenarios (S1), (S2) of size `sigma` from the `jax.random` key (or integer
-    seed) `key`, for a ball with `n_masses` point masses on the horizon `t_end`; `dtype`: jax's
-    default float unless given. The same key gives the same scenarios."""
+    """`count` scenarios (S1), (S2) of size `sigma` (a number ≥ 0, or traced inside a
+    program) from the `jax.random` key (or integer seed) `key`, for a ball with `n_masses`
+    point masses on the horizon `t_end`; `dtype`: jax's default float unless given. The same
+    key gives the same scenarios."""
     if not is_integer(count) or isinstance(count, bool):
         raise TypeError(f"count (the number of scenarios) must be an integer, got {count!r}")
     if count < 1:
         raise ValueError(f"count (the number of scenarios) must be ≥ 1, got {count}")
-    sigma = _check_sigma(sigma)
+    if not isinstance(sigma, _Tracer):  # a traced σ is its caller's to check (`tuning`)
+        sigma = check_sigma(sigma)
     dtype = jnp.result_type(float) if dtype is None else dtype
     if is_integer(key):
         key = jax.random.key(int(key))

@@ -86,8 +86,21 @@ def _norm(tree):
     return jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(tree)))
 
 
+def _step_numbers(settings: TrainSettings, dtype):
+    """The settings' numbers as the step program's inputs, `(learning_rate, clip, weights)`
+    (arrays; `clip` `None` where there is none): another value of any reuses the program.
+    (Given the optimiser itself, a new `optax` object every call, each `train_policy` call
+    traced the step again.)"""
+    number = lambda x: None if x is None else jnp.asarray(x, dtype)  # noqa: E731
+    weights = LossWeights(*(jnp.asarray(w, dtype) for w in settings.weights))  # type: ignore[arg-type]
+    return number(settings.learning_rate), number(settings.clip), weights
+
+
 @eqx.filter_jit
-def _train_step(policy, opt_state, opt, problem, m, R, maps, scenarios, at, tasks, weights):
+def _train_step(policy, opt_state, numbers, problem, m, R, maps, scenarios, at, tasks):
+    """One step of training; `numbers` from `_step_numbers`."""
+    learning_rate, clip, weights = numbers
+    opt = optimiser(TrainSettings(learning_rate=learning_rate, clip=clip))
     step = loss_value_and_grad(policy, problem, m, R, maps, scenarios, at, tasks, weights)
     params = eqx.filter(policy, eqx.is_inexact_array)
     updates, opt_state = opt.update(step.grads, opt_state, params)
@@ -130,9 +143,9 @@ def train_policy(
         raise ValueError("steps and batch must be positive integers")
     m, R_max = interval_sizes(problem, settings.interval, None)
     per_step = _stages(settings, R_max)
-    opt = optimiser(settings)
-    opt_state = opt.init(eqx.filter(policy, eqx.is_inexact_array))
+    opt_state = optimiser(settings).init(eqx.filter(policy, eqx.is_inexact_array))
     dtype = problem.model.inertia.dtype
+    numbers = _step_numbers(settings, dtype)
     base = jax.random.fold_in(jax.random.key(settings.seed), _SCENARIO_STREAM)
     n_masses = problem.model.n_masses
     maps = interval_maps(problem, m * problem.dt)
@@ -146,7 +159,7 @@ def train_policy(
         batch = tasks(i, R / R_max)
         batch = Tasks(batch.target.astype(dtype), batch.theta0.astype(dtype))
         policy, opt_state, loss, gnorm, miss, failed = _train_step(
-            policy, opt_state, opt, problem, m, R, maps, scenarios, at, batch, settings.weights
+            policy, opt_state, numbers, problem, m, R, maps, scenarios, at, batch
         )
         record = {
             "loss": float(loss),

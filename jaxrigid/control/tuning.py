@@ -28,7 +28,8 @@ linear one, trained the same way, still misses (bench/README).
 This is per-task design, done where the optimum is (for each target, before it is run): it
 sees the target and the disturbance model, never the plant it is evaluated on (the
 scenarios' key is the settings' `seed`'s own stream; evaluation draws its own). One program
-per shapes `(B, S)`: one `jit` of the whole step, scenarios drawn inside it.
+per shapes `(B, S)`: one `jit` of the whole step, scenarios drawn inside it; `σ`, the
+learning rate, the clip, `s_m`, `w` and `d` are its inputs (another value builds nothing).
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ from .closed_loop import (
     interval_sizes,
 )
 from .policies import LinearFeedback, QuadraticFeedback
-from .scenarios import draw_scenarios, kick_steps
+from .scenarios import check_sigma, draw_scenarios, kick_steps
 
 __all__ = ["TuneHistory", "TuneSettings", "tune_feedback"]
 
 _STREAM = 3  # folded into the seed's key (training uses 2: a different stream)
+_TRACED = ("sigma", "learning_rate", "clip", "miss_scale", "effort_weight", "miss_tolerance")
+_POSITIVE = ("learning_rate", "clip", "miss_scale")  # of `_TRACED`: > 0 (the rest ≥ 0)
 
 
 class TuneSettings(NamedTuple):
@@ -203,6 +206,12 @@ def tune_feedback(
         )
     if settings.steps < 1 or settings.scenarios < 1:
         raise ValueError("steps and scenarios must be positive integers")
+    check_sigma(settings.sigma)
+    for name in _TRACED:
+        value = real_number(name, getattr(settings, name))
+        if not math.isfinite(value) or value < 0 or (value == 0 and name in _POSITIVE):
+            which = "> 0" if name in _POSITIVE else "≥ 0"
+            raise ValueError(f"{name} must be a finite number {which}, got {value!r}")
     B = policy.count
     dtype = policy.policy.gains.dtype
     scale = jnp.asarray(optimum_effort, dtype)
@@ -216,9 +225,6 @@ def tune_feedback(
     floor = real_number("effort_floor", settings.effort_floor)
     if not (math.isfinite(floor) and floor >= 0):
         raise ValueError(f"effort_floor must be a finite number ≥ 0, got {floor!r}")
-    tolerance = real_number("miss_tolerance", settings.miss_tolerance)
-    if not (math.isfinite(tolerance) and tolerance >= 0):
-        raise ValueError(f"miss_tolerance must be a finite number ≥ 0, got {tolerance!r}")
     S = settings.scenarios
     m, R = interval_sizes(problem, settings.interval, None)
     maps = interval_maps(problem, m * problem.dt)
@@ -231,8 +237,11 @@ def tune_feedback(
     params = _trainable(policy)
     opt_state = _optimiser(settings).init(params)
     base = jax.random.fold_in(jax.random.key(settings.seed), _STREAM)
-    # the step's program depends on these settings only (not on `steps`, `seed` or the floor)
-    step_settings = settings._replace(steps=1, seed=0, effort_floor=0.0)
+    # the step's program depends on the shapes and `scenarios` only: `steps`, `seed` and the
+    # floor are not in it, and the other numbers (σ, the learning rate, ...) are its inputs,
+    # so that another value of any of them reuses it
+    numbers: dict = {k: jnp.asarray(getattr(settings, k), dtype) for k in _TRACED}
+    step_settings = settings._replace(steps=1, seed=0, effort_floor=0.0, **numbers)
     records: dict[str, list] = {k: [] for k in TuneHistory._fields}
     for i in range(settings.steps):
         params, opt_state, *values = _step(
