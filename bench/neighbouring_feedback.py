@@ -27,7 +27,7 @@ and effort (`rollouts`, with each task's optimum effort and index). Writes
 `--disturbances kicks` keeps only the scenarios' kicks (S2), the plant's masses and inertia
 the model's; `plant` only the plant (S1), no kick (the same draws either way, the other part
 set to nominal; evaluation only, not with `--tune`): which of the two a first-order law
-cannot correct. Written with `_kicks` or `_plant` in the name.
+cannot correct. Written as `neighbouring_feedback_kicks_<device>...` (or `_plant_`).
 
 `--shard START:STOP`: only tasks `START … STOP−1` of the `--tasks` drawn (tuned, evaluated
 on their own rows of the scenarios drawn for all `tasks·E`), written to
@@ -230,8 +230,10 @@ record = {
     "optimum_miss": optima.miss,
     "rollouts": rollouts,
 }
-name = f"neighbouring_feedback_{common.device_tag(quick=A.quick)}"
+# a part of the disturbances before the device: `neighbouring_feedback_pool.py`'s glob of the
+# shards (`neighbouring_feedback_cpu_tasks*`) leaves it out
+name = "neighbouring_feedback" + ("" if A.disturbances == "all" else f"_{A.disturbances}")
+name += f"_{common.device_tag(quick=A.quick)}"
 name += "" if A.shard is None else f"_tasks{FIRST}-{LAST}"
-name += "" if A.disturbances == "all" else f"_{A.disturbances}"
 name += ".json"
 common.log(f"wrote {common.write_results(A.out, name, record, T0)}")

@@ -41,6 +41,9 @@ for f, d in zip(A.shards, docs, strict=True):
     for key in SAME:
         if d[key] != first[key]:
             p.error(f"{f}: {key} = {d[key]}, not {first[key]} as in {A.shards[0]}")
+    # a file written before `--disturbances` existed is of all of them
+    if d.get("disturbances", "all") != first.get("disturbances", "all"):
+        p.error(f"{f}: disturbances {d['disturbances']!r}, not those of {A.shards[0]}")
     tune, tune0 = d.get("tune") or {}, first.get("tune") or {}
     for key in ("steps", "scenarios", "sigma", "form", "effort_floor", "miss_tolerance"):
         here, there = (t.get(key, ADDED_LATER.get(key)) for t in (tune, tune0))
