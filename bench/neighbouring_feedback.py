@@ -26,8 +26,8 @@ and effort (`rollouts`, with each task's optimum effort and index). Writes
 
 `--disturbances kicks` keeps only the scenarios' kicks (S2), the plant's masses and inertia
 the model's; `plant` only the plant (S1), no kick (the same draws either way, the other part
-set to nominal; evaluation only, not with `--tune`): which of the two a first-order law
-cannot correct. Written as `neighbouring_feedback_kicks_<device>...` (or `_plant_`).
+set to nominal, `scenarios.restricted`; with `--tune` the training's scenarios too): which of
+the two a law cannot correct. Written as `neighbouring_feedback_kicks_<device>...` (or `_plant_`).
 
 `--shard START:STOP`: only tasks `START … STOP−1` of the `--tasks` drawn (tuned, evaluated
 on their own rows of the scenarios drawn for all `tasks·E`), written to
@@ -57,7 +57,7 @@ from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout  # 
 from jaxrigid.control.imitation import expert_rollout  # noqa: E402
 from jaxrigid.control.neighbouring import neighbouring_feedback  # noqa: E402
 from jaxrigid.control.policies import MLPPolicy, QuadraticFeedback, active_rows  # noqa: E402
-from jaxrigid.control.scenarios import draw_scenarios  # noqa: E402
+from jaxrigid.control.scenarios import draw_scenarios, restricted  # noqa: E402
 from jaxrigid.control.tuning import TuneSettings, tune_feedback  # noqa: E402
 
 SUCCESS = 0.05
@@ -89,8 +89,6 @@ p.add_argument("--eval-per-task", type=int, default=1)
 p.add_argument("--shard", default=None, help="START:STOP, only these tasks of --tasks")
 p.add_argument("--disturbances", choices=("all", "kicks", "plant"), default="all")
 A = p.parse_args()
-if A.disturbances != "all" and A.tune:
-    p.error("--disturbances kicks|plant is for evaluation: the tuning trains on all of (S1), (S2)")
 if A.quick:
     A.tasks, A.dt, A.sigmas, A.last = 2, 0.25, "0.001", "10"
     A.tune = min(A.tune, 3)
@@ -139,6 +137,7 @@ if A.tune:
         sigma=A.tune_sigma,
         effort_floor=A.tune_effort_floor,
         miss_tolerance=A.tune_miss_tolerance,
+        disturbances=A.disturbances,
     )
     # from "last 9": the last interval's gains (the largest, a plant fails under them at
     # σ = 0.05) start at zero and train with the rest
@@ -170,11 +169,7 @@ points, rollouts = [], {}
 for sigma in [float(s) for s in A.sigmas.split(",")]:
     scenarios = draw_scenarios(A.seed, A.tasks * E, sigma, 2, problem.t_end)
     scenarios = jax.tree_util.tree_map(lambda a: a[FIRST * E : LAST * E], scenarios)
-    if A.disturbances == "kicks":  # the plant is the model: scales 1 exactly
-        scales = (jnp.ones_like(scenarios.mass_scale), jnp.ones_like(scenarios.inertia_scale))
-        scenarios = eqx.tree_at(lambda s: (s.mass_scale, s.inertia_scale), scenarios, scales)
-    elif A.disturbances == "plant":
-        scenarios = eqx.tree_at(lambda s: s.kicks, scenarios, jnp.zeros_like(scenarios.kicks))
+    scenarios = restricted(scenarios, A.disturbances)
     runs = {"open loop": jnp.zeros_like(gains)}
     for last in [int(x) for x in A.last.split(",")]:
         keep = (jnp.arange(gains.shape[1]) < last).astype(gains.dtype)[None, :, None, None]

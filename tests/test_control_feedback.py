@@ -20,7 +20,7 @@ import pytest
 from jaxrigid import cli
 from jaxrigid.cli.control import NOT_CONVERGED
 from jaxrigid.control import get_problem, mpc
-from jaxrigid.control.scenarios import draw_scenarios, plant, replay
+from jaxrigid.control.scenarios import draw_scenarios, plant, replay, restricted
 from jaxrigid.program_store import call_filtered
 
 SIGMA = 0.05
@@ -90,6 +90,25 @@ def test_plant_scales_the_principal_moments():
     np.testing.assert_allclose(V.T @ np.asarray(p.inertia) @ V, np.diag(lam * s.inertia_scale),
                                atol=1e-14)  # fmt: skip
     np.testing.assert_allclose(p.masses, model.masses * s.mass_scale, rtol=1e-15)
+
+
+def test_restricted_keeps_one_part_of_the_same_draws():
+    """`restricted(s, "kicks")` keeps the kicks and sets the plant to the model (its scales
+    exactly 1, so `plant` returns the model bit for bit); `"plant"` keeps the scales and no
+    kick; `"all"` is the draw itself; anything else is refused by name."""
+    model = get_problem("reach-point").model
+    s = draw_scenarios(5, 3, 0.1, 2, 5.0)
+    kicks, only_plant = restricted(s, "kicks"), restricted(s, "plant")
+    np.testing.assert_array_equal(kicks.kicks, s.kicks)
+    np.testing.assert_array_equal(kicks.mass_scale, 1.0)
+    np.testing.assert_array_equal(kicks.inertia_scale, 1.0)
+    np.testing.assert_array_equal(plant(model, kicks.member(0)).inertia, model.inertia)
+    np.testing.assert_array_equal(only_plant.kicks, 0.0)
+    for name in ("mass_scale", "inertia_scale", "kick_times"):
+        np.testing.assert_array_equal(getattr(only_plant, name), getattr(s, name))
+    assert restricted(s, "all") is s
+    with pytest.raises(ValueError, match="parts must be one of all, kicks, plant, got 'kick'"):
+        restricted(s, "kick")
 
 
 # --- MPC ------------------------------------------------------------------------------------

@@ -339,6 +339,9 @@ def test_tuning_bad_input(setup):
     bad = tuning.TuneSettings(learning_rate=0.0)
     with pytest.raises(ValueError, match="learning_rate must be a finite number > 0, got 0.0"):
         tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)
+    bad = tuning.TuneSettings(disturbances="kick")
+    with pytest.raises(ValueError, match="disturbances must be one of all, kicks, plant"):
+        tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)
     bad = tuning.TuneSettings(sigma=float("nan"))
     with pytest.raises(ValueError, match=r"sigma \(the disturbance\) must be a finite number ≥ 0"):
         tuning.tune_feedback(problem, policy, tasks, optima.effort, bad)

@@ -46,6 +46,7 @@ __all__ = [
     "plant",
     "replay",
     "replay_one",
+    "restricted",
 ]
 
 KICK_FRACTIONS = (0.25, 0.5)
@@ -103,6 +104,25 @@ def draw_scenarios(key, count: int, sigma, n_masses: int, t_end: float, dtype=No
     directions = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
     times = jnp.broadcast_to(jnp.asarray(KICK_FRACTIONS, dtype) * t_end, (count, n_kicks))
     return Scenarios(1 + sigma * z_mass, 1 + sigma * z_inertia, sigma * directions, times)
+
+
+PARTS = ("all", "kicks", "plant")
+"""What `restricted` keeps of a scenario: all of (S1), (S2); only the kicks; only the plant."""
+
+
+def restricted(scenarios: Scenarios, parts: str) -> Scenarios:
+    """`scenarios` with only the kicks (S2) (`parts="kicks"`: the plant's masses and inertia
+    the model's, scales 1 exactly) or only the plant (S1) (`"plant"`: no kick); `"all"`: as
+    drawn. The same draws either way: which of the two a law cannot correct (bench/README,
+    `neighbouring_feedback.py --disturbances`)."""
+    if parts not in PARTS:
+        raise ValueError(f"parts must be one of {', '.join(PARTS)}, got {parts!r}")
+    if parts == "kicks":
+        ones = (jnp.ones_like(scenarios.mass_scale), jnp.ones_like(scenarios.inertia_scale))
+        return eqx.tree_at(lambda s: (s.mass_scale, s.inertia_scale), scenarios, ones)
+    if parts == "plant":
+        return eqx.tree_at(lambda s: s.kicks, scenarios, jnp.zeros_like(scenarios.kicks))
+    return scenarios
 
 
 def plant(model, scenario: Scenarios):

@@ -54,7 +54,7 @@ from .closed_loop import (
     interval_sizes,
 )
 from .policies import LinearFeedback, QuadraticFeedback
-from .scenarios import check_sigma, draw_scenarios, kick_steps
+from .scenarios import PARTS, check_sigma, draw_scenarios, kick_steps, restricted
 
 __all__ = ["TuneHistory", "TuneSettings", "tune_feedback"]
 
@@ -68,7 +68,8 @@ class TuneSettings(NamedTuple):
     `clip` (global gradient norm), (T1)'s `miss_scale`, `effort_weight`, `effort_floor`
     (`E_f`, in the problem's effort units) and `miss_tolerance` (`d`, a miss within it costs
     nothing), `interval` (`H`, default `T/10`), `seed` (the
-    scenarios' stream)."""
+    scenarios' stream), `disturbances` (`scenarios.restricted`'s parts: `"all"`, or only the
+    kicks or only the plant, to find which of them a law cannot correct)."""
 
     steps: int = 1000
     scenarios: int = 16
@@ -81,6 +82,7 @@ class TuneSettings(NamedTuple):
     miss_tolerance: float = 0.0
     interval: float | None = None
     seed: int = 0
+    disturbances: str = "all"
 
 
 class TuneHistory(NamedTuple):
@@ -155,6 +157,7 @@ def _step(params, opt_state, policy, problem, m, R, maps, at, tasks, scale, key,
         key, B * settings.scenarios, settings.sigma, problem.model.n_masses, problem.t_end,
         params[0].dtype,
     )  # fmt: skip
+    scenarios = restricted(scenarios, settings.disturbances)
     S = settings.scenarios
     copies, members = _per_rollout(params, policy, S)
     (loss, (miss, ratio, ok)), grads = jax.value_and_grad(_rollouts_loss, has_aux=True)(
@@ -207,6 +210,10 @@ def tune_feedback(
     if settings.steps < 1 or settings.scenarios < 1:
         raise ValueError("steps and scenarios must be positive integers")
     check_sigma(settings.sigma)
+    if settings.disturbances not in PARTS:
+        raise ValueError(
+            f"disturbances must be one of {', '.join(PARTS)}, got {settings.disturbances!r}"
+        )
     for name in _TRACED:
         value = real_number(name, getattr(settings, name))
         if not math.isfinite(value) or value < 0 or (value == 0 and name in _POSITIVE):
