@@ -214,7 +214,7 @@ def tune_feedback(
         raise ValueError(
             f"disturbances must be one of {', '.join(PARTS)}, got {settings.disturbances!r}"
         )
-    for name in _TRACED:
+    for name in _TRACED[1:]:  # σ (the first) checked by `check_sigma`
         value = real_number(name, getattr(settings, name))
         if not math.isfinite(value) or value < 0 or (value == 0 and name in _POSITIVE):
             which = "> 0" if name in _POSITIVE else "≥ 0"
