@@ -15,6 +15,11 @@ then `neighbouring.neighbouring_feedback`'s gains (N1) around it, timed as a fir
   on model-drawn σ = `--tune-sigma` scenarios (`tuning.tune_feedback`, `--tune-scenarios` per
   task and step, (T1)'s effort floor `--tune-effort-floor`; its own stream, never the
   evaluation's), timed;
+- `tuned` with `--tune-form plant`: (F5), the law plus a term linear in the plant's deviation
+  from the model from interval `--identify-at` on (`policies.PlantInformedFeedback`), trained
+  told the scenarios' plant; evaluated deployed (the closed loop fits (I1) at that interval,
+  `tuned`) and told (`tuned, told the plant`); its plant gains start at zero or (`--plant-start
+  sensitivity`) at (N1)'s sensitivity to the plant; `--save-policy FILE` writes the tuned law;
 - `MPC` (`--mpc`): the expert of `imitation.expert_rollout` driving, its exact SQP re-plan
   (8 iterations) at every interval's start (last re-plan 9, tolerance 0), the peer.
 
@@ -42,6 +47,7 @@ the tuning's own scenario stream differs from an unsharded run.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import _common as common
@@ -56,7 +62,13 @@ from jaxrigid.control import region  # noqa: E402
 from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout  # noqa: E402
 from jaxrigid.control.imitation import expert_rollout  # noqa: E402
 from jaxrigid.control.neighbouring import neighbouring_feedback  # noqa: E402
-from jaxrigid.control.policies import MLPPolicy, QuadraticFeedback, active_rows  # noqa: E402
+from jaxrigid.control.policies import (  # noqa: E402
+    MLPPolicy,
+    PlantInformedFeedback,
+    QuadraticFeedback,
+    active_rows,
+)
+from jaxrigid.control.policy_io import save_policy  # noqa: E402
 from jaxrigid.control.scenarios import draw_scenarios, restricted  # noqa: E402
 from jaxrigid.control.tuning import TuneSettings, tune_feedback  # noqa: E402
 
@@ -72,7 +84,15 @@ p.add_argument("--mpc", action="store_true", help="MPC on the same scenarios (th
 p.add_argument("--tune", type=int, default=0, help="tune_feedback steps (0: not run)")
 p.add_argument("--tune-scenarios", type=int, default=16)
 p.add_argument("--tune-sigma", type=float, default=0.05)
-p.add_argument("--tune-form", choices=("quadratic", "linear"), default="quadratic")
+p.add_argument("--tune-form", choices=("quadratic", "linear", "plant"), default="quadratic")
+p.add_argument("--identify-at", type=int, default=3, help="(F5)'s k_id (--tune-form plant)")
+p.add_argument(
+    "--plant-start",
+    choices=("zero", "sensitivity"),
+    default="zero",
+    help="(F5)'s plant gains to start from: zero, or (N1)'s sensitivity to the plant",
+)
+p.add_argument("--save-policy", default=None, help="write the tuned law here (policy_io)")
 p.add_argument(
     "--tune-effort-floor",
     type=float,
@@ -143,8 +163,15 @@ if A.tune:
     # σ = 0.05) start at zero and train with the rest
     g = policy.policy.gains
     start = eqx.tree_at(lambda q: q.policy.gains, policy, g.at[:, -1].set(0))
-    if A.tune_form == "quadratic":  # (F4), the second-order term zero to start
+    if A.tune_form in ("quadratic", "plant"):  # (F4), the second-order term zero to start
         start = PerTask(QuadraticFeedback.from_linear(start.policy))
+    if A.tune_form == "plant":  # (F5): told the plant from interval --identify-at
+        law = PlantInformedFeedback.from_base(start.policy, A.identify_at)
+        if A.plant_start == "sensitivity":  # (N1)'s, the last interval's zeroed as the gains
+            found = neighbouring_feedback(problem, optima.coefficients, tasks,
+                                          identify_at=A.identify_at)  # fmt: skip
+            law = dataclasses.replace(law, plant_gains=found.policy.plant_gains.at[:, -1].set(0))
+        start = PerTask(law)
     log = lambda i, r: (i % 100 == 0 or i == A.tune - 1) and common.log(f"tune {i}: {r}")  # noqa: E731
     (tuned, hist), t_tune = timed(tune_feedback, problem, start, tasks, optima.effort, settings,
                                   log)  # fmt: skip
@@ -152,6 +179,8 @@ if A.tune:
     history = {k: np.asarray(v)[::every].tolist() for k, v in hist._asdict().items()}
     skipped = float(np.sum(hist.skipped) * B * A.tune_scenarios)  # failed rollouts
     common.log(f"tuned {A.tune} steps: {t_tune:.1f} s")
+    if A.save_policy:
+        save_policy(A.save_policy, tuned, {"tasks": A.tasks, "shard": [FIRST, LAST], "dt": A.dt})
 E = A.eval_per_task
 
 
@@ -176,10 +205,14 @@ for sigma in [float(s) for s in A.sigmas.split(",")]:
         runs[f"neighbouring, last {last}"] = gains * keep
     if tuned is not None:
         runs["tuned"] = gains  # replaced by the tuned policy below
+        if A.tune_form == "plant":  # told the plant (as trained), beside the fit (deployed)
+            runs["tuned, told the plant"] = gains
     for name, g in runs.items():
         pol = eqx.tree_at(lambda q: q.policy.gains, policy, g)
         if name == "tuned":
             pol = tuned
+        if name == "tuned, told the plant":
+            pol = PerTask(dataclasses.replace(tuned.policy, source="told"))
         run, seconds = timed(closed_loop_rollout, problem, pol, scenarios, tasks_e)
         point = {"sigma": sigma, "controller": name}
         point |= summary(run.miss, run.effort, o_effort, seconds)
@@ -212,6 +245,8 @@ record = {
         "scenarios": A.tune_scenarios,
         "sigma": A.tune_sigma,
         "form": A.tune_form,
+        "identify_at": A.identify_at if A.tune_form == "plant" else None,
+        "plant_start": A.plant_start if A.tune_form == "plant" else None,
         "effort_floor": A.tune_effort_floor,
         "miss_tolerance": A.tune_miss_tolerance,
         "seconds": t_tune,

@@ -261,7 +261,10 @@ def test_policy_file_errors(tmp_path):
     header["kind"] = "TreePolicy"
     cases["kind.eqx"] = (
         MAGIC + json.dumps(header).encode() + b"\n" + rest,
-        "unknown policy kind 'TreePolicy' \\(MLPPolicy or LinearFeedback or QuadraticFeedback\\)",
+        (
+            "unknown policy kind 'TreePolicy' \\(MLPPolicy or LinearFeedback or "
+            "QuadraticFeedback or PlantInformedFeedback\\)"
+        ),
     )
     per_task = save_policy(tmp_path / "q.eqx", _per_task_quadratic()).read_bytes()
     head, _, rest = per_task[len(MAGIC) :].partition(b"\n")

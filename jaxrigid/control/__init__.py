@@ -53,6 +53,7 @@ from .parametrisations import FourierActuation as FourierActuation
 from .parametrisations import FourierControl as FourierControl
 from .policies import LinearFeedback as LinearFeedback
 from .policies import MLPPolicy as MLPPolicy
+from .policies import PlantInformedFeedback as PlantInformedFeedback
 from .policies import QuadraticFeedback as QuadraticFeedback
 from .policy_io import load_policy as load_policy
 from .policy_io import save_policy as save_policy

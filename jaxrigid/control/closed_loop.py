@@ -32,7 +32,14 @@ import jax.numpy as jnp
 
 from .._input_checks import reported_in_outcome
 from .mpc import replan_steps, warm_start
-from .policies import LinearFeedback, Observation, active_rows, features
+from .policies import (
+    LinearFeedback,
+    Observation,
+    PlantInformedFeedback,
+    active_rows,
+    features,
+    plant_deviation,
+)
 from .scenarios import Scenarios, advance, draw_scenarios, kick_steps, plant, target_of
 
 __all__ = [
@@ -134,33 +141,52 @@ def drive_interval(problem, maps, m: int, scenario: Scenarios, at, k, state, the
 
 
 def _one(problem, policy, m: int, R: int, maps, scenario: Scenarios, at, target, theta0):
-    """One rollout (C1), unbatched."""
+    """One rollout (C1), unbatched. A `PlantInformedFeedback` is told the plant's deviation
+    (its `source`): the scenario's, or (I1)'s fit at the start of its `identify_at` interval,
+    the horizon then run as two scans, before and after the fit."""
     dt = problem.dt
     plan0 = problem.control
     theta0 = jnp.asarray(theta0, plan0.coefficients.dtype)
     zero_c = jnp.zeros_like(plan0.coefficients)
     horizon = R * m * dt
+    informed = isinstance(policy, PlantInformedFeedback)
 
-    def interval(carry, k):
-        state, theta, theta_dot, effort, ok = carry
-        obs = Observation(
-            state.x[:2], state.Omega, state.q, theta, theta_dot, target,
-            horizon - k * m * dt, k,
-        )  # fmt: skip
-        rows = policy(obs)
-        c = zero_c.at[: rows.shape[0]].set(rows.astype(zero_c.dtype))
-        state, xs, ok_k, theta, theta_dot, e = drive_interval(
-            problem, maps, m, scenario, at, k, state, theta, theta_dot, c
-        )
-        effort = effort + e
-        return (state, theta, theta_dot, effort, ok & ok_k), (features(obs), xs)
+    def interval(told):
+        def run(carry, k):
+            state, theta, theta_dot, effort, ok = carry
+            obs = Observation(
+                state.x[:2], state.Omega, state.q, theta, theta_dot, target,
+                horizon - k * m * dt, k, told,
+            )  # fmt: skip
+            rows = policy(obs)
+            c = zero_c.at[: rows.shape[0]].set(rows.astype(zero_c.dtype))
+            measured = (state, theta, theta_dot)
+            state, xs, ok_k, theta, theta_dot, e = drive_interval(
+                problem, maps, m, scenario, at, k, state, theta, theta_dot, c
+            )
+            effort = effort + e
+            return (state, theta, theta_dot, effort, ok & ok_k), (features(obs), xs, measured, rows)
+
+        # the reverse pass keeps one carry per interval and re-runs the interval's m steps
+        return jax.checkpoint(run)
 
     state0 = problem.state0
     carry = (state0, theta0, jnp.zeros_like(theta0), jnp.zeros((), theta0.dtype), jnp.asarray(True))
-    # the reverse pass keeps one carry per interval and re-runs the interval's m steps
-    (state, _, _, effort, ok), (feats, xs) = jax.lax.scan(
-        jax.checkpoint(interval), carry, jnp.arange(R, dtype=jnp.int32)
-    )
+    ks = jnp.arange(R, dtype=jnp.int32)
+    if informed and policy.source == "fitted":
+        from .identification import identified_deviation  # it drives intervals: `drive_interval`
+
+        s = policy.identify_at
+        unknown = jnp.zeros((scenario.mass_scale.shape[0] + 3,), theta0.dtype)
+        carry, (f1, x1, X1, C1) = jax.lax.scan(interval(unknown), carry, ks[:s])
+        X = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), X1, carry[:3])
+        told = identified_deviation(problem, m, maps, at, X, C1, scenario)
+        carry, (f2, x2, _, _) = jax.lax.scan(interval(told), carry, ks[s:])
+        feats, xs = jnp.concatenate([f1, f2]), jnp.concatenate([x1, x2])
+    else:
+        told = plant_deviation(scenario.mass_scale, scenario.inertia_scale) if informed else None
+        carry, (feats, xs, _, _) = jax.lax.scan(interval(told), carry, ks)
+    state, _, _, effort, ok = carry
     miss = jnp.linalg.norm(state.x[:2] - target)
     path = jnp.concatenate([state0.x[None], xs.reshape(-1, 3)])
     return miss, effort, ok, state.x, feats, path

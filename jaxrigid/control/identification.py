@@ -25,7 +25,14 @@ from jax.flatten_util import ravel_pytree
 from .closed_loop import drive_interval
 from .scenarios import Scenarios
 
-__all__ = ["FIT_ITERATIONS", "fit_plant", "model_unknowns", "one_step_residual", "unknowns"]
+__all__ = [
+    "FIT_ITERATIONS",
+    "fit_plant",
+    "identified_deviation",
+    "model_unknowns",
+    "one_step_residual",
+    "unknowns",
+]
 
 FIT_ITERATIONS = 8
 """(I1)'s Levenberg–Marquardt iterations: from exact measurements the residual is zero at the
@@ -91,3 +98,16 @@ def fit_plant(residual, p0, n_iterations: int = FIT_ITERATIONS):
     mu0 = jnp.asarray(1e-3, p0.dtype)
     (p, _), _ = jax.lax.scan(iteration, (p0, mu0), None, length=n_iterations)
     return p, jnp.linalg.norm(residual(p))
+
+
+def identified_deviation(problem, m: int, maps, at, X, C, like: Scenarios):
+    """(I1) fitted to every interval a closed loop measured, `X` its `s + 1` measured `(state,
+    θ, θ̇)` (leading axis) and `C (s, rows, n)` the plans it drove: the masses' and moments'
+    scales less one, `(n + 3,)` (`policies.plant_deviation` of the fit; the kicks, fitted
+    with them, are not returned). Not differentiated: from exact measurements the fit is the
+    plant whatever the plans were, so its derivative with respect to them is zero."""
+    X, C = jax.lax.stop_gradient((X, C))
+    start = C.shape[0]
+    residual = one_step_residual(problem, m, maps, at, X, C, start, like)
+    p, _ = fit_plant(residual, model_unknowns(like))
+    return p[: like.mass_scale.shape[0] + 3] - 1

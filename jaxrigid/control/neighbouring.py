@@ -38,6 +38,8 @@ evaluates member by member with each rollout's own task.
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -47,9 +49,9 @@ from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from .closed_loop import PerTask, Tasks, check_policy_problem, interval_sizes
 from .mpc import _Remaining, partial_effort, warm_start
-from .policies import LinearFeedback, active_rows
+from .policies import LinearFeedback, PlantInformedFeedback, active_rows
 from .region import task_plan
-from .scenarios import advance
+from .scenarios import Scenarios, advance, plant
 
 __all__ = ["interval_gain", "neighbouring_feedback", "nominal_intervals"]
 
@@ -78,26 +80,35 @@ def _with_features(plan, state, phi, n: int):
     return plan, state
 
 
-def _replan_functions(problem, plan, state, remaining):
-    """The re-plan around the nominal as functions of `z = (φ, p)`: `(c, f, z0)` with `c(z)`
-    (N1)'s constraint `x(T)[:2] − x*` of the remaining horizon's run from the features `φ`
-    with coefficients `p`, `f(z)` the plan's effort, `z0` the nominal `(φ̄, p̄)`."""
+def _replan_functions(problem, plan, state, remaining, plant_size: int = 0):
+    """The re-plan around the nominal as functions of `z = (φ, δϑ, p)`: `(c, f, z0)` with
+    `c(z)` (N1)'s constraint `x(T)[:2] − x*` of the remaining horizon's run from the features
+    `φ` with coefficients `p` on the plant `δϑ` (`plant_size` its length, `n + 3`: the masses'
+    and moments' scales less one, `policies.plant_deviation`; 0: the model, no `δϑ`), `f(z)`
+    the plan's effort, `z0` the nominal `(φ̄, 0, p̄)`."""
     shape = plan.coefficients.shape
     phi0 = jnp.concatenate([state.x[:2], state.Omega, state.q, plan.theta0, plan.theta_dot0])
-    F = phi0.shape[0]
+    F = phi0.shape[0] + plant_size
+    n = shape[1]
 
     def split(z):
-        return z[:F], jnp.reshape(z[F:], shape)
+        return z[: F - plant_size], z[F - plant_size : F], jnp.reshape(z[F:], shape)
 
     def c(z):
-        phi, p = split(z)
-        pl, st = _with_features(plan, state, phi, shape[1])
-        return _Remaining(problem, pl, st, remaining).miss(p)
+        phi, d, p = split(z)
+        pl, st = _with_features(plan, state, phi, n)
+        pb = problem
+        if plant_size:
+            none = jnp.zeros((0,), d.dtype)  # no kick: `plant` reads the scales only
+            told = Scenarios(1 + d[:n], 1 + d[n:], none.reshape(0, 3), none)
+            pb = eqx.tree_at(lambda q: q.model, problem, plant(problem.model, told))
+        return _Remaining(pb, pl, st, remaining).miss(p)
 
     def f(z):
-        return partial_effort(plan.with_coefficients(split(z)[1]), remaining * problem.dt)
+        return partial_effort(plan.with_coefficients(split(z)[2]), remaining * problem.dt)
 
-    return c, f, jnp.concatenate([phi0, jnp.ravel(plan.coefficients)])
+    z0 = jnp.concatenate([phi0, jnp.zeros((plant_size,), phi0.dtype), jnp.ravel(plan.coefficients)])
+    return c, f, z0
 
 
 def _kkt_gains(H, J, shape, rows: int):
@@ -114,11 +125,13 @@ def _kkt_gains(H, J, shape, rows: int):
     return jnp.reshape(dp, shape + (F,))[:rows].reshape(rows * shape[1], F)
 
 
-def interval_gain(problem, plan, state, remaining, rows: int):
+def interval_gain(problem, plan, state, remaining, rows: int, plant_size: int = 0):
     """(N1) at one interval's start: `(K (rows·n, F), c̄ (rows, n), φ̄ (F,))` for the nominal
     `plan` (local time) and model `state` with `remaining` steps of the horizon left
-    (traced), the target the problem's."""
-    c, f, z0 = _replan_functions(problem, plan, state, remaining)
+    (traced), the target the problem's; with `plant_size` the plant's deviation `δϑ` among
+    the features (its `plant_size` columns last in `K`, zeros last in `φ̄`): the re-plan's
+    sensitivity to a known plant, (F5)'s gains."""
+    c, f, z0 = _replan_functions(problem, plan, state, remaining, plant_size)
     F = z0.shape[0] - plan.coefficients.size
     J = jax.jacrev(c)(z0)  # (2, F + P)
     J_p = J[:, F:]
@@ -136,14 +149,14 @@ def interval_gain(problem, plan, state, remaining, rows: int):
     return K, plan.coefficients[:rows], z0[:F]
 
 
-def _one_task(problem, m, R, rows, coefficients, theta0, target):
+def _one_task(problem, m, R, rows, plant_size, coefficients, theta0, target):
     problem = eqx.tree_at(lambda p: p.constraints[0].target, problem, target)
     plans, states = nominal_intervals(problem, coefficients, theta0, m, R)
     remaining = problem.n_steps - m * jnp.arange(R, dtype=jnp.int32)
 
     def gain(args):
         plan, state, left = args
-        return interval_gain(problem, plan, state, left, rows)
+        return interval_gain(problem, plan, state, left, rows, plant_size)
 
     # one interval at a time: the second derivatives of R intervals at once would hold R
     # remaining-horizon runs' tangents in memory for every task
@@ -154,8 +167,8 @@ _BATCH = 8  # tasks whose gains are computed at once (vectorised), the rest one 
 
 
 @xla_options.filter_jit
-def _gains_program(problem, m, R, rows, coefficients, theta0s, targets):
-    one = lambda c, th, x: _one_task(problem, m, R, rows, c, th, x)  # noqa: E731
+def _gains_program(problem, m, R, rows, plant_size, coefficients, theta0s, targets):
+    one = lambda c, th, x: _one_task(problem, m, R, rows, plant_size, c, th, x)  # noqa: E731
     B = coefficients.shape[0]
     # `lax.map` traces a batch count that is not a multiple of its batch size twice (the
     # batches and the remainder): the tasks padded with copies of the last, traced once
@@ -169,11 +182,15 @@ def _gains_program(problem, m, R, rows, coefficients, theta0s, targets):
     return jax.tree_util.tree_map(lambda a: a[:B], out)
 
 
-def neighbouring_feedback(problem, coefficients, tasks: Tasks, interval=None) -> PerTask:
+def neighbouring_feedback(
+    problem, coefficients, tasks: Tasks, interval=None, identify_at: int | None = None
+) -> PerTask:
     """Each task's (F2) with the gains (N1) around its optimum `coefficients (B, M, n)` (on
     `problem`'s model, from the task's rails at rest, reaching its target: the tasks' own
     open-loop optima), for control intervals `interval` (default `T/10`). Returns the `B`
-    policies stacked (`PerTask`); with zero disturbance each one runs its optimum unchanged."""
+    policies stacked (`PerTask`); with zero disturbance each one runs its optimum unchanged.
+    With `identify_at`, (F5) (`PlantInformedFeedback`) whose plant gains are (N1)'s
+    sensitivity to the plant too (`interval_gain`'s `plant_size`)."""
     check_policy_problem(problem)
     m, R = interval_sizes(problem, interval, None)
     rows = active_rows(problem.control, m * problem.dt)
@@ -189,6 +206,12 @@ def neighbouring_feedback(problem, coefficients, tasks: Tasks, interval=None) ->
             f" with one task each, got {coefficients.shape}, targets {targets.shape} and "
             f"theta0 {theta0s.shape}"
         )
-    K, c_bar, phi_bar = call_filtered(_gains_program, problem, m, R, rows, coefficients, theta0s,
-                                      targets)  # fmt: skip
-    return PerTask(LinearFeedback(K, c_bar, phi_bar))
+    size = 0 if identify_at is None else problem.model.n_masses + 3
+    K, c_bar, phi_bar = call_filtered(_gains_program, problem, m, R, rows, size, coefficients,
+                                      theta0s, targets)  # fmt: skip
+    if identify_at is None:
+        return PerTask(LinearFeedback(K, c_bar, phi_bar))
+    F = phi_bar.shape[-1] - size
+    law = PlantInformedFeedback.from_base(LinearFeedback(K[..., :F], c_bar, phi_bar[..., :F]),
+                                          identify_at)  # fmt: skip
+    return PerTask(dataclasses.replace(law, plant_gains=K[..., F:]))

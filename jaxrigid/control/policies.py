@@ -49,9 +49,11 @@ __all__ = [
     "LinearFeedback",
     "MLPPolicy",
     "Observation",
+    "PlantInformedFeedback",
     "QuadraticFeedback",
     "active_rows",
     "n_features",
+    "plant_deviation",
 ]
 
 
@@ -69,6 +71,13 @@ class Observation(NamedTuple):
     target: jax.Array
     remaining: jax.Array
     interval: jax.Array
+    plant: jax.Array | None = None
+
+
+def plant_deviation(mass_scale, inertia_scale):
+    """The plant's parameters as deviations from the model, `(mᵢ/mᵢ⁰ − 1, λⱼ/λⱼ⁰ − 1)`
+    ((S1)'s scales less one), `(n + 3,)`: what `PlantInformedFeedback` is told."""
+    return jnp.concatenate([mass_scale, inertia_scale]) - 1
 
 
 def n_features(n_masses: int) -> int:
@@ -172,6 +181,65 @@ class QuadraticFeedback(eqx.Module):
         i, j = jnp.triu_indices(d.shape[0])
         dc = self.gains[k] @ d + self.quad[k] @ (d[i] * d[j])
         return c_bar + dc.reshape(c_bar.shape)
+
+
+class PlantInformedFeedback(eqx.Module):
+    """(F5): a (F2)/(F4) law `base` plus a term linear in the plant's deviation from the
+    model `δϑ = obs.plant` (`plant_deviation`), from interval `identify_at` on,
+
+        cₖ = base(observation) + [k ≥ k_id] Lₖ δϑ,                                          (F5)
+
+    `plant_gains (R, rows·n, n + 3)` trainable (zero: the base law exactly). Before `k_id`
+    the law sees none of `δϑ`. Where it comes from is `source` (static):
+
+    - `"fitted"` (the law as deployed): the closed loop fits (I1) at the start of interval
+      `k_id` to the intervals it measured (`identification.identified_deviation`, the
+      identifying re-planner's fit) and tells the law its masses' and moments' scales;
+    - `"told"` (training, `tuning.tune_feedback`): the scenario's own, which the trainer drew.
+      From exact measurements (I1) recovers them to 1e-9 (`tests/test_control_hindsight.py`),
+      so a law trained told runs the same fitted; the fit (8 Levenberg–Marquardt steps on
+      `jacfwd` through `k_id` intervals) would cost training far more than the rollout."""
+
+    base: LinearFeedback | QuadraticFeedback
+    plant_gains: jax.Array
+    identify_at: int = eqx.field(static=True)
+    source: str = eqx.field(default="fitted", static=True)
+
+    @classmethod
+    def from_base(cls, base, identify_at: int = 3) -> PlantInformedFeedback:
+        """`base` with zero plant gains (the same law); batched members keep their axis."""
+        if not 1 <= identify_at < base.nominal_coefficients.shape[-3]:
+            raise ValueError(
+                f"identify_at must be in [1, {base.nominal_coefficients.shape[-3] - 1}] (an "
+                f"interval after the first, before the end), got {identify_at!r}"
+            )
+        n = base.nominal_coefficients.shape[-1]
+        shape = base.gains.shape[:-1] + (n + 3,)
+        return cls(base, jnp.zeros(shape, base.gains.dtype), identify_at)
+
+    def sizes(self) -> dict:
+        """What rebuilds this policy's structure (`skeleton`): the base's kind and sizes, and
+        `identify_at` (a file holds the deployed, fitted, form)."""
+        kind = type(self.base).__name__
+        return {"base": kind, **self.base.sizes(), "identify_at": self.identify_at}
+
+    @classmethod
+    def skeleton(cls, sizes: dict, dtype) -> PlantInformedFeedback:
+        """A policy of the structure `sizes` describes (zeros), for reading a file into."""
+        kind = sizes["base"]
+        if kind not in ("LinearFeedback", "QuadraticFeedback"):
+            raise ValueError(f"unknown base {kind!r} (LinearFeedback or QuadraticFeedback)")
+        linear = LinearFeedback.skeleton(sizes, dtype)
+        base = linear if kind == "LinearFeedback" else QuadraticFeedback.from_linear(linear)
+        return cls.from_base(base, sizes["identify_at"])
+
+    def __call__(self, obs: Observation):
+        k = obs.interval
+        c = self.base(obs)
+        if obs.plant is None:
+            raise ValueError("PlantInformedFeedback needs the observation's plant deviation")
+        told = jnp.where(k >= self.identify_at, obs.plant, jnp.zeros_like(obs.plant))
+        return c + (self.plant_gains[k] @ told).reshape(c.shape)
 
 
 class MLPPolicy(eqx.Module):

@@ -6,7 +6,8 @@ A file is
     {"kind": ..., "sizes": {...}, "dtype": ..., "metadata": {...}}\\n     (one line of JSON)
     <the policy's arrays, `equinox.tree_serialise_leaves`>
 
-The header names the class (`MLPPolicy`, `LinearFeedback`, `QuadraticFeedback`), the sizes
+The header names the class (`MLPPolicy`, `LinearFeedback`, `QuadraticFeedback`,
+`PlantInformedFeedback`), the sizes
 that rebuild its structure, the parameters' dtype and free metadata (the problem family, the
 training settings, …), so `load_policy` needs nothing but the file. A `PerTask` policy (one
 member per task, `closed_loop`) is saved as its class with `"per_task": B` in the header
@@ -26,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from .closed_loop import PerTask
-from .policies import LinearFeedback, MLPPolicy, QuadraticFeedback
+from .policies import LinearFeedback, MLPPolicy, PlantInformedFeedback, QuadraticFeedback
 
 __all__ = ["MAGIC", "load_policy", "save_policy"]
 
@@ -35,7 +36,10 @@ MAGIC = b"JAXRIGID-POLICY 1\n"
 
 # the policy classes a file may hold, by the name its header gives: each says its structure
 # (`sizes()`) and rebuilds it (`skeleton(sizes, dtype)`)
-KINDS = {cls.__name__: cls for cls in (MLPPolicy, LinearFeedback, QuadraticFeedback)}
+KINDS = {
+    cls.__name__: cls
+    for cls in (MLPPolicy, LinearFeedback, QuadraticFeedback, PlantInformedFeedback)
+}
 
 
 def _member(policy):
@@ -58,9 +62,9 @@ def _dtype(policy) -> str:
 
 
 def save_policy(path, policy, metadata: dict | None = None) -> Path:
-    """Write `policy` (an `MLPPolicy`, `LinearFeedback` or `QuadraticFeedback`, or a
-    `PerTask` of one of the feedbacks) and `metadata` (JSON-serialisable) to `path`; returns
-    the path."""
+    """Write `policy` (an `MLPPolicy`, `LinearFeedback`, `QuadraticFeedback` or
+    `PlantInformedFeedback`, or a `PerTask` of one of the feedbacks) and `metadata`
+    (JSON-serialisable) to `path`; returns the path."""
     member, count = _member(policy)
     header = {
         "kind": type(member).__name__,

@@ -34,6 +34,7 @@ learning rate, the clip, `s_m`, `w` and `d` are its inputs (another value builds
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -53,7 +54,7 @@ from .closed_loop import (
     interval_maps,
     interval_sizes,
 )
-from .policies import LinearFeedback, QuadraticFeedback
+from .policies import LinearFeedback, PlantInformedFeedback, QuadraticFeedback
 from .scenarios import PARTS, check_sigma, draw_scenarios, kick_steps, restricted
 
 __all__ = ["TuneHistory", "TuneSettings", "tune_feedback"]
@@ -104,9 +105,22 @@ def _repeated(policy: PerTask, S: int) -> PerTask:
 
 
 def _trainable(policy: PerTask):
-    """The arrays `tune_feedback` trains: the gains, and (F4)'s second-order term."""
+    """The arrays `tune_feedback` trains: the gains, (F4)'s second-order term, (F5)'s plant
+    gains."""
     p = policy.policy
+    if isinstance(p, PlantInformedFeedback):
+        b = p.base
+        return (b.gains, b.quad, p.plant_gains) if isinstance(b, QuadraticFeedback) else (
+            b.gains, p.plant_gains)  # fmt: skip
     return (p.gains, p.quad) if isinstance(p, QuadraticFeedback) else (p.gains,)
+
+
+def _told(policy: PerTask) -> PerTask:
+    """A (F5) law trains told its scenarios' plant (`PlantInformedFeedback`'s `source`)."""
+    p = policy.policy
+    if isinstance(p, PlantInformedFeedback):
+        return PerTask(dataclasses.replace(p, source="told"))
+    return policy
 
 
 def _loss(params, policy, problem, m, R, maps, scenarios, at, tasks, scale, settings):
@@ -201,7 +215,7 @@ def tune_feedback(
     `callback(step, record)` after every step. Returns the trained `PerTask` and a
     `TuneHistory`."""
     check_policy_problem(problem)
-    kinds = (LinearFeedback, QuadraticFeedback)
+    kinds = (LinearFeedback, QuadraticFeedback, PlantInformedFeedback)
     if not (isinstance(policy, PerTask) and isinstance(policy.policy, kinds)):
         raise TypeError(
             "tune_feedback trains a PerTask of LinearFeedback (neighbouring_feedback) or "
@@ -220,7 +234,7 @@ def tune_feedback(
             which = "> 0" if name in _POSITIVE else "≥ 0"
             raise ValueError(f"{name} must be a finite number {which}, got {value!r}")
     B = policy.count
-    dtype = policy.policy.gains.dtype
+    dtype = _trainable(policy)[0].dtype
     scale = jnp.asarray(optimum_effort, dtype)
     if tasks.target.shape != (B, 2) or scale.shape != (B,):
         raise ValueError(
@@ -241,6 +255,8 @@ def tune_feedback(
     # the kick times are fixed fractions of T: their steps are the same for every draw
     still = draw_scenarios(0, B * S, 0.0, problem.model.n_masses, problem.t_end)
     at = kick_steps(still, problem.dt)
+    deployed = policy
+    policy = _told(policy)
     params = _trainable(policy)
     opt_state = _optimiser(settings).init(params)
     base = jax.random.fold_in(jax.random.key(settings.seed), _STREAM)
@@ -260,5 +276,5 @@ def tune_feedback(
             records[k].append(v)
         if callback is not None:
             callback(i, record)
-    tuned = eqx.tree_at(_trainable, policy, params)
+    tuned = eqx.tree_at(_trainable, deployed, params)
     return tuned, TuneHistory(*(np.asarray(records[k]) for k in TuneHistory._fields))
