@@ -117,3 +117,21 @@ def quad_by_interval(fn, edges) -> float:
     return sum(
         integrate.quad(fn, a, b, epsabs=0, epsrel=1e-13)[0] for a, b in zip(edges[:-1], edges[1:])
     )
+
+
+def nominal_replan_point(problem, tasks, optima, b: int, k: int, m: int, R: int, interval):
+    """What MPC's re-plan of task `b` starts from at interval `k` of its nominal run (the
+    neighbouring law's reference, `tests/test_control_neighbouring.py`): `(problem with the
+    task's target, plan, state, remaining steps, active rows, zero multipliers)`."""
+    import equinox as eqx
+
+    from jaxrigid.control import mpc
+    from jaxrigid.control.neighbouring import nominal_intervals
+    from jaxrigid.control.policies import active_rows
+
+    pb = eqx.tree_at(lambda p: p.constraints[0].target, problem, tasks.target[b])
+    plans, states = nominal_intervals(pb, optima.coefficients[b], tasks.theta0[b], m, R)
+    plan, state = jax.tree_util.tree_map(lambda a: a[k], (plans, states))
+    remaining = jnp.asarray(pb.n_steps - k * m, jnp.int32)
+    start = mpc.Multipliers(jnp.zeros(2), jnp.zeros(0), jnp.ones(()))
+    return pb, plan, state, remaining, active_rows(problem.control, interval), start

@@ -20,12 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import nominal_replan_point
 
 from jaxrigid import cli
 from jaxrigid.control import mpc, tuning
 from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout, interval_maps
-from jaxrigid.control.neighbouring import _with_features, neighbouring_feedback, nominal_intervals
-from jaxrigid.control.policies import QuadraticFeedback, active_rows
+from jaxrigid.control.neighbouring import _with_features, neighbouring_feedback
+from jaxrigid.control.policies import QuadraticFeedback
 from jaxrigid.control.region import open_loop_optima, reach_region, replay_optima, sample_tasks
 from jaxrigid.control.scenarios import draw_scenarios, kick_steps
 from jaxrigid.control.sqp import SQP
@@ -55,12 +56,9 @@ def test_gains_are_the_converged_replans_sensitivity(setup):
     (without `λᵀ∇²c`) or a wrong row or sign differ at O(1)."""
     problem, tasks, optima, policy = setup
     b, k = 0, 3
-    pb = eqx.tree_at(lambda p: p.constraints[0].target, problem, tasks.target[b])
-    plans, states = nominal_intervals(pb, optima.coefficients[b], tasks.theta0[b], M_STEPS, R)
-    plan, state = jax.tree_util.tree_map(lambda a: a[k], (plans, states))
-    remaining = jnp.asarray(pb.n_steps - k * M_STEPS, jnp.int32)
-    rows = active_rows(problem.control, H)
-    start = mpc.Multipliers(jnp.zeros(2), jnp.zeros(0), jnp.ones(()))
+    pb, plan, state, remaining, rows, start = nominal_replan_point(
+        problem, tasks, optima, b, k, M_STEPS, R, H
+    )
 
     @jax.jit
     def replan(phi):

@@ -17,15 +17,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import nominal_replan_point
 
 from jaxrigid.control import mpc, policy_io, tuning
 from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout, interval_maps
-from jaxrigid.control.neighbouring import neighbouring_feedback, nominal_intervals
+from jaxrigid.control.neighbouring import neighbouring_feedback
 from jaxrigid.control.policies import (
     Observation,
     PlantInformedFeedback,
     QuadraticFeedback,
-    active_rows,
 )
 from jaxrigid.control.region import open_loop_optima, reach_region, sample_tasks
 from jaxrigid.control.scenarios import Scenarios, draw_scenarios, kick_steps, plant
@@ -80,12 +80,9 @@ def test_plant_gains_are_the_converged_replans_sensitivity(setup):
     the state's, differ at O(1)."""
     problem, tasks, optima, law, *_ = setup
     b, k = 0, 4
-    pb = eqx.tree_at(lambda p: p.constraints[0].target, problem, tasks.target[b])
-    plans, states = nominal_intervals(pb, optima.coefficients[b], tasks.theta0[b], M_STEPS, R)
-    plan, state = jax.tree_util.tree_map(lambda a: a[k], (plans, states))
-    remaining = jnp.asarray(pb.n_steps - k * M_STEPS, jnp.int32)
-    rows = active_rows(problem.control, H)
-    start = mpc.Multipliers(jnp.zeros(2), jnp.zeros(0), jnp.ones(()))
+    pb, plan, state, remaining, rows, start = nominal_replan_point(
+        problem, tasks, optima, b, k, M_STEPS, R, H
+    )
 
     @jax.jit
     def replan(d):
