@@ -192,12 +192,15 @@ def test_policy_file_round_trip(setup, tmp_path):
 
 
 def test_bad_input(setup):
-    """An `identify_at` outside the horizon's intervals after the first, and an observation
-    without the plant, are refused with their message."""
+    """An `identify_at` outside the horizon's intervals after the first, a `source` other
+    than `"fitted"` or `"told"`, and an observation without the plant, are refused with
+    their message."""
     _, _, _, law, *_ = setup
     for k in (0, R):
         with pytest.raises(ValueError, match=r"identify_at must be in \[1, 9\]"):
             PlantInformedFeedback.from_base(law.base, k)
+    with pytest.raises(ValueError, match="source must be 'fitted' or 'told', got 'fit'"):
+        dataclasses.replace(law, source="fit")
     member = jax.tree_util.tree_map(lambda a: a[0], law)
     obs = Observation(jnp.zeros(2), jnp.zeros(3), jnp.array([1.0, 0, 0, 0]), jnp.zeros(2),
                       jnp.zeros(2), jnp.zeros(2), jnp.asarray(5.0), jnp.asarray(0))  # fmt: skip

@@ -205,6 +205,11 @@ class PlantInformedFeedback(eqx.Module):
     identify_at: int = eqx.field(static=True)
     source: str = eqx.field(default="fitted", static=True)
 
+    def __check_init__(self):
+        # any other word would fall through to the told (oracle) form: refuse it
+        if self.source not in ("fitted", "told"):
+            raise ValueError(f"source must be 'fitted' or 'told', got {self.source!r}")
+
     @classmethod
     def from_base(cls, base, identify_at: int = 3) -> PlantInformedFeedback:
         """`base` with zero plant gains (the same law); batched members keep their axis."""
