@@ -8,6 +8,9 @@ references (hindsight, informed, identifying)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import math
 
 import equinox as eqx
@@ -16,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrigid import cli
 from jaxrigid.control import hindsight, identification, region, replan
 from jaxrigid.control.closed_loop import PerTask, Tasks, closed_loop_rollout, interval_maps
 from jaxrigid.control.policies import LinearFeedback
@@ -273,3 +277,54 @@ def test_identifying_replanner_bad_input(solved):
         hindsight.identifying_replanner(
             problem, tasks, coefficients, plants, SUCCESS, fit_iterations=0
         )
+
+
+def _command(args):
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = cli.main(["control", "reach-region", "--feedback", "policy", *args])
+    return rc, stdout.getvalue(), stderr.getvalue()
+
+
+def test_command_runs_the_identifying_replanner(solved):
+    """`reach-region --feedback policy --policy identifying --dt 0.25 --scenarios 6
+    --disturbance 0.05 --seed 0 --json` drives the held-out tasks of seed 0 on the scenarios
+    of seed 0 by the library's identifying re-planner aiming at 0.049 (six rollouts: the
+    fixture's program): its medians equal the library's to rounding (the same program), every
+    rollout ends within the success radius 0.05, the open loop (each optimum replayed) misses
+    by more than ten times as much at the median, and the effort ratio is the identifying
+    law's effort over each optimum's. Bad input is refused with its message."""
+    problem = solved[0]
+    args = ["--dt", "0.25", "--disturbance", "0.05", "--seed", "0", "--json"]
+    rc, stdout, stderr = _command(["--policy", "identifying", "--scenarios", "6", *args])
+    assert rc == 0, stderr
+    report = json.loads(stdout)
+    tasks = region.sample_tasks(0, 6, "heldout", 0)
+    scenarios = draw_scenarios(0, 6, 0.05, 2, problem.t_end)
+    optima = region.open_loop_optima(problem, tasks)
+    run = hindsight.identifying_replanner(problem, tasks, optima.coefficients, scenarios, 0.049)
+    miss, effort = np.asarray(run.miss), np.asarray(run.effort)
+    replayed = np.asarray(region.replay_optima(problem, tasks, optima.coefficients, scenarios))
+    assert report["kind"] == "identifying" and report["identify_at"] == 3
+    assert report["aim"] == 0.049 and report["scenarios"] == 6
+    assert report["closed_loop_miss"] == pytest.approx(float(np.median(miss)), rel=1e-12)
+    assert report["closed_loop_effort"] == pytest.approx(float(np.median(effort)), rel=1e-12)
+    assert report["open_loop_miss"] == pytest.approx(float(np.median(replayed)), rel=1e-12)
+    ratio = np.median(effort / np.asarray(optima.effort))
+    assert report["effort_ratio"] == pytest.approx(float(ratio), rel=1e-12)
+    assert report["closed_loop_success"] == 1.0 and np.all(miss <= SUCCESS)
+    assert report["open_loop_miss"] > SUCCESS  # the open loop fails at the median
+
+    for bad, message in (
+        (["--identify-at", "10"], r"--identify-at must be an interval in [0, 10), got 10"),
+        (["--save-policy", "law.eqx"], "--save-policy writes a built-in law"),
+    ):
+        rc, _, stderr = _command(["--policy", "identifying", *bad, *args])
+        assert rc == 2 and message in stderr, stderr
+    rc, _, stderr = _command(["--policy", "neighbouring", "--identify-at", "2", *args])
+    assert rc == 2 and "--identify-at needs --policy identifying" in stderr
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = cli.main(["control", "reach-point", "--feedback", "policy", "--policy", "identifying"])
+    assert rc == 2
+    assert "--policy identifying runs on reach-region (each held-out optimum)" in stderr.getvalue()

@@ -10,6 +10,7 @@ saved one on disturbed scenarios (`jaxrigid.control.closed_loop`; `control_polic
     jaxrigid control reach-region --feedback policy --policy FILE [--scenarios K] ...
     jaxrigid control reach-point --feedback policy --policy FILE [--scenarios K] ...
     jaxrigid control PROBLEM --feedback policy --policy neighbouring [--dt H] [--dtype D] ...
+    jaxrigid control reach-region --feedback policy --policy identifying [--identify-at K] ...
 
 `reach-region` trains an `MLPPolicy` on the family's training stream (`control.region`) and
 evaluates on its held-out stream (`--seed` picks both streams; held-out tasks are never
@@ -22,7 +23,11 @@ median). `--policy neighbouring` is no file: each task's optimum (reach-region: 
 held-out task's, so the comparison covers all `--scenarios`) and around it the gains of
 `control.neighbouring` (MPC's re-plan to first order), at `--dt` and `--dtype`; `--policy
 tuned` trains those gains further per task; `--save-policy FILE` writes either law with its
-tasks, which `--policy FILE` then evaluates on the same tasks (one scenario each). `--out` for
+tasks, which `--policy FILE` then evaluates on the same tasks (one scenario each). `--policy
+identifying` learns the plant online instead (`hindsight.identifying_replanner`): each
+task's optimum until interval `--identify-at`, where it fits the plant's masses, inertia and
+kicks so far to the states it measured, then re-plans the rest on the fitted plant from the
+measured state, again after each kick; the law that meets issue 35's two bars. `--out` for
 training is the policy file (a path without a suffix is a directory, the file
 `FAMILY-policy.eqx` in it). Progress: a line on stderr every `--log-every` steps. With
 `--json` one object on stdout.
@@ -54,8 +59,16 @@ def add_policy_arguments(p) -> None:
     g.add_argument(
         "--policy",
         help="--feedback policy: the policy file (train-policy --out), 'neighbouring': "
-        "each task's optimum with the gains of MPC's re-plan sensitivity, or 'tuned': those "
-        "gains trained further per task on model-drawn scenarios (--tune-steps)",
+        "each task's optimum with the gains of MPC's re-plan sensitivity, 'tuned': those "
+        "gains trained further per task on model-drawn scenarios (--tune-steps), or "
+        "'identifying': each task's optimum, re-planned on the plant fitted to the measured "
+        "states at --identify-at and after each kick",
+    )
+    g.add_argument(
+        "--identify-at",
+        type=int,
+        help="--policy identifying: the interval (of ten) at whose start the plant is fitted "
+        "(default 3: t = 1.5, after the first kick)",
     )
     g.add_argument(
         "--save-policy",

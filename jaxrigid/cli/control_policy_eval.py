@@ -1,6 +1,6 @@
-"""`jaxrigid control PROBLEM --feedback policy --policy FILE|neighbouring|tuned`: a feedback
-policy on disturbed scenarios (`jaxrigid.control.closed_loop`) against the open loop on the
-same scenarios. The options, families and problems are `control_policy`'s (the module
+"""`jaxrigid control PROBLEM --feedback policy --policy FILE|neighbouring|tuned|identifying`:
+a feedback policy on disturbed scenarios (`jaxrigid.control.closed_loop`) against the open loop
+on the same scenarios. The options, families and problems are `control_policy`'s (the module
 docstring there describes the report)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,7 +18,14 @@ from .output import jsonable
 
 # --policy neighbouring: gains from the re-plan's sensitivity; tuned: those trained further
 # per task on model-drawn scenarios (`control.tuning`, --tune-steps)
-BUILT_IN = ("neighbouring", "tuned")
+# identifying: each task's optimum, the plant fitted to the measured states at interval
+# --identify-at and every re-plan after it on the fitted plant (`hindsight.identifying_replanner`)
+BUILT_IN = ("neighbouring", "tuned", "identifying")
+SAVED = BUILT_IN[:2]  # the laws --save-policy writes (the identifying law is no policy file)
+IDENTIFYING_AIM = 0.049
+"""The identifying law's `r`: its re-plans end on the circle of radius `r` to SQP's rounding,
+so aiming at the success radius itself (0.05) would leave about half of them a rounding
+outside; 0.049 leaves a margin the kick-free last intervals keep (bench/README)."""
 
 
 def _region_open_loop(problem, tasks, scenarios, closed, n: int) -> dict:
@@ -106,6 +114,45 @@ def _tuned(problem, family: str, policy, tasks, optima, args):
     with phase(f"{family}: the gains of {B} task(s) trained for {args.tune_steps} steps"):
         tuned, _ = tune_feedback(problem, start, tasks, effort, settings)
     return tuned
+
+
+class _Run(NamedTuple):
+    """A closed loop's per-scenario outcome as the report reads it."""
+
+    miss: np.ndarray
+    effort: np.ndarray
+    ok: np.ndarray
+
+
+def _identifying(problem, tasks, scenarios, args):
+    """`--policy identifying` (reach-region): each held-out task's optimum driven by the
+    identifying re-planner (`hindsight.identifying_replanner`: the plant fitted at interval
+    `--identify-at` to the states measured so far, the rest re-planned on it from the measured
+    state, again after each kick; aiming `IDENTIFYING_AIM` inside the success radius).
+    Returns `(closed loop, optima, the optima replayed, seconds of the closed loop)`."""
+    from ..control import region
+    from ..control.hindsight import identifying_replanner
+    from ..progress import phase
+
+    K = tasks.target.shape[0]
+    R = round(problem.t_end / INTERVAL)
+    if not 0 <= args.identify_at < R:
+        raise UsageError(f"--identify-at must be an interval in [0, {R}), got {args.identify_at}")
+    with phase(f"reach-region: the open-loop optima of {K} held-out target(s)"):
+        optima = region.open_loop_optima(problem, tasks)
+    t0 = time.perf_counter()
+    with phase(f"reach-region: the identifying re-planner on {K} scenario(s)"):
+        run = identifying_replanner(
+            problem, tasks, optima.coefficients, scenarios, IDENTIFYING_AIM, interval=INTERVAL,
+            identify_at=args.identify_at,
+        )  # fmt: skip
+        miss = np.asarray(run.miss)
+    seconds = time.perf_counter() - t0
+    closed = _Run(miss, np.asarray(run.effort), np.isfinite(miss))
+    # each optimum's plan unchanged on its plant, at its own effort
+    replayed = np.asarray(region.replay_optima(problem, tasks, optima.coefficients, scenarios))
+    opened = _Run(replayed, np.asarray(optima.effort), np.isfinite(replayed))
+    return closed, optima, opened, seconds
 
 
 def _without_feedback(law):
@@ -198,7 +245,13 @@ def cmd_policy(args) -> int:
     built_in = args.policy in BUILT_IN
     if args.policy == "tuned" and args.tune_steps < 1:
         raise UsageError(f"--tune-steps must be a positive integer, got {args.tune_steps}")
-    if args.save_policy and not built_in:
+    if args.identify_at is None:
+        args.identify_at = 3  # t = 1.5: the first kick (t = T/4) seen
+    elif args.policy != "identifying":
+        raise UsageError("--identify-at needs --policy identifying")
+    if args.policy == "identifying" and family != "reach-region":
+        raise UsageError("--policy identifying runs on reach-region (each held-out optimum)")
+    if args.save_policy and args.policy not in SAVED:
         raise UsageError("--save-policy writes a built-in law (--policy neighbouring or tuned)")
     save_to = _save_path(args.save_policy) if args.save_policy else None
     if built_in:
@@ -238,20 +291,24 @@ def cmd_policy(args) -> int:
     else:
         tasks = nominal_tasks(problem, K)
     optima = None
-    if built_in:
-        policy, optima, first_order = _neighbouring(problem, family, tasks, args)
-        if save_to is not None:
-            _save(save_to, policy, family, problem, tasks, optima, sigma, args)
-    t0 = time.perf_counter()
-    closed = jax.block_until_ready(closed_loop_rollout(problem, policy, scenarios, tasks, INTERVAL))
-    seconds = time.perf_counter() - t0
-    opened = None
-    if isinstance(policy, LinearFeedback):  # zero gains: the open-loop optimum replayed
-        nominal = LinearFeedback.zeros(policy.nominal_coefficients, policy.nominal_features)
-        opened = closed_loop_rollout(problem, nominal, scenarios, tasks, INTERVAL)
-    elif built_in or per_task is not None:  # each task's optimum replayed: no feedback
-        law = _without_feedback(first_order if built_in else policy)
-        opened = closed_loop_rollout(problem, law, scenarios, tasks, INTERVAL)
+    if args.policy == "identifying":
+        closed, optima, opened, seconds = _identifying(problem, tasks, scenarios, args)
+    else:
+        if built_in:
+            policy, optima, first_order = _neighbouring(problem, family, tasks, args)
+            if save_to is not None:
+                _save(save_to, policy, family, problem, tasks, optima, sigma, args)
+        t0 = time.perf_counter()
+        closed = closed_loop_rollout(problem, policy, scenarios, tasks, INTERVAL)
+        closed = jax.block_until_ready(closed)
+        seconds = time.perf_counter() - t0
+        opened = None
+        if isinstance(policy, LinearFeedback):  # zero gains: the open-loop optimum replayed
+            nominal = LinearFeedback.zeros(policy.nominal_coefficients, policy.nominal_features)
+            opened = closed_loop_rollout(problem, nominal, scenarios, tasks, INTERVAL)
+        elif built_in or per_task is not None:  # each task's optimum replayed: no feedback
+            law = _without_feedback(first_order if built_in else policy)
+            opened = closed_loop_rollout(problem, law, scenarios, tasks, INTERVAL)
     if failed := int(np.sum(~np.asarray(closed.ok))):
         warn(f"{failed} of {K} scenario(s) failed in closed loop: their miss is NaN")
     miss = np.asarray(closed.miss)
@@ -279,6 +336,8 @@ def cmd_policy(args) -> int:
     }
     if save_to is not None:
         report["saved_policy"] = str(save_to)
+    if args.policy == "identifying":
+        report |= {"identify_at": args.identify_at, "aim": IDENTIFYING_AIM}
     if family == "reach-region":
         report["heldout_targets"] = np.asarray(tasks.target).tolist()
         n = min(K, args.open_loop_sample)
