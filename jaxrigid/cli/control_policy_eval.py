@@ -131,11 +131,12 @@ def _identifying(problem, tasks, scenarios, args):
     state, again after each kick; aiming `IDENTIFYING_AIM` inside the success radius).
     Returns `(closed loop, optima, the optima replayed, seconds of the closed loop)`."""
     from ..control import region
+    from ..control.closed_loop import interval_sizes
     from ..control.hindsight import identifying_replanner
     from ..progress import phase
 
     K = tasks.target.shape[0]
-    R = round(problem.t_end / INTERVAL)
+    _, R = interval_sizes(problem, INTERVAL, None)  # checked here: before the optima are built
     if not 0 <= args.identify_at < R:
         raise UsageError(f"--identify-at must be an interval in [0, {R}), got {args.identify_at}")
     with phase(f"reach-region: the open-loop optima of {K} held-out target(s)"):
