@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from . import program_store, results, xla_options
+from ._carry import tied
 from .results import RESULTS, Outcome
 
 
@@ -75,43 +76,6 @@ def _block_length(length: int) -> int:
         if length % b == 0:
             return b
     return math.isqrt(length - 1) + 1
-
-
-def _tangents_throughout(carry, context):
-    """`carry`, its numeric leaves made to depend on all of them and on `context`'s by adding
-    zero: `x + select(false, Σ, 0)`. The values are unchanged (the `select` never takes the
-    sum, so an inf or NaN in it reaches neither them nor, by the transpose's zero cotangent,
-    the inputs), but each floating leaf then has a tangent under a derivative, and each leaf
-    is batched under `vmap`, whenever any of them or of `context` has one (is). A scan's
-    `jvp`, `linearize` and `vmap` rules find which carry leaves have a tangent (are batched)
-    by a fixpoint that transforms the step once more for each leaf that gains one,
-    recursively in nested scans: in a run from a concrete `R₀` under `grad` with respect to
-    `Π₀`, `R` would gain its tangent only after the first step, and the outcome's constants
-    become batched after it. Starting every leaf so, each rule transforms the step once
-    (docs/design-notes.md, note 36)."""
-    leaves, tree = jax.tree_util.tree_flatten(carry)
-    numbers = [i for i, x in enumerate(leaves) if _numeric(x)]
-    if not numbers:
-        return carry
-    sources = [leaves[i] for i in numbers] + [
-        x for x in jax.tree_util.tree_leaves(context) if _numeric(x)
-    ]
-    total = functools.reduce(jnp.add, [jnp.sum(x, dtype=_float(x)) for x in sources])
-    zero = lax.select(jnp.zeros(jnp.shape(total), bool), total, jnp.zeros_like(total))
-    for i in numbers:
-        leaves[i] = leaves[i] + zero.astype(leaves[i].dtype)
-    return jax.tree_util.tree_unflatten(tree, leaves)
-
-
-def _numeric(x):
-    """An integer or floating array (a boolean has no zero to add)."""
-    return isinstance(x, jax.Array | np.ndarray) and (
-        jnp.issubdtype(x.dtype, jnp.inexact) or jnp.issubdtype(x.dtype, jnp.integer)
-    )
-
-
-def _float(x):
-    return x.dtype if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.float32
 
 
 def _finite(state):
@@ -183,7 +147,7 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec,
         if members is not None:
             n = jax.tree_util.tree_leaves(state)[0].shape[0]
             acc = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,)), acc)
-        acc = lax.stop_gradient(_tangents_throughout(acc, (state, k0)))
+        acc = lax.stop_gradient(tied(acc, (state, k0)))
         init = (state, ss, k0, acc, obs)
         if isinstance(save_every, int):
             (state, ss, k1, outcome, obs), _ = _scan(one, init, save_every, checkpoint)
@@ -194,7 +158,7 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec,
 
     # `segment` itself need not be rematerialised: an outer block's recomputation keeps each
     # of its ~√n_save segments' ~√save_every block carries, O(√n_steps) in all.
-    init = _tangents_throughout((state0, solver_state0, jnp.int32(0), obs0), (model, t0, h))
+    init = tied((state0, solver_state0, jnp.int32(0), obs0), (model, t0, h))
     (final, ss, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
     states = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a[None], b]), kept(0, state0), saved

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._carry import tied
 from ._checks import is_integer
 from .linear_solvers import AbstractLinearSolver, Auto
 from .linear_solvers import max_abs as max_abs
@@ -233,7 +234,7 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         return jax.tree.map(lambda new, old: jnp.where(go, new, old), body(carry), carry)
 
     inf = jnp.asarray(jnp.inf, dtype)
-    carry = (jnp.int32(0), x0, inf, inf, jnp.bool_(False), jnp.bool_(False))
+    carry = tied((jnp.int32(0), x0, inf, inf, jnp.bool_(False), jnp.bool_(False)))
     if peel >= max_steps:  # no loop (a fusion barrier) and no masks: max_steps plain updates
         for i in range(max_steps):
             carry = body(carry, r0 if i == 0 else None)  # chord: f(x0) came with J0

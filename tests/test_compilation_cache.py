@@ -205,35 +205,3 @@ def test_another_step_count_with_as_many_saves_builds_nothing():
         jax.tree_util.tree_leaves(sol.states), jax.tree_util.tree_leaves(traced.states)
     ):
         np.testing.assert_array_equal(a, b)
-
-
-def test_a_runs_carry_has_a_tangent_from_the_first_step():
-    """`_tangents_throughout`, applied to a run's initial carry: the identity on values, under
-    `jit` and `vmap`; under `linearize` with respect to Π alone, R (concrete) leaves with a
-    tangent computed from Π's — one of zeros, but not JAX's symbolic zero, which would make
-    each scan's derivative rule differentiate the step once more when R gains its tangent
-    after the first step (design note 36); and its transpose sends back exactly the
-    cotangent of Π, an inf cotangent of R included (a zero multiple would make it NaN)."""
-    from jaxrigid._run_program import _tangents_throughout
-
-    R, Pi, k = jnp.eye(3), jnp.array([0.3, -0.2, 0.9]), jnp.int32(7)
-
-    def carry(pi):
-        return _tangents_throughout((R, pi, k), (jnp.float64(0.1),))
-
-    for f in (carry, jax.jit(carry)):
-        out = f(Pi)
-        assert all(a is b or np.array_equal(a, b) for a, b in zip(out, (R, Pi, k)))
-    batched = jax.vmap(carry)(jnp.stack([Pi, 2 * Pi]))
-    np.testing.assert_array_equal(batched[1], jnp.stack([Pi, 2 * Pi]))
-
-    _, f_lin = jax.linearize(lambda pi: carry(pi)[:2], Pi)
-    jaxpr = jax.make_jaxpr(f_lin)(Pi).jaxpr
-    dR = jaxpr.outvars[0]
-    assert not isinstance(dR, jax.extend.core.Literal)
-    assert any(dR in eqn.outvars for eqn in jaxpr.eqns)  # computed, not a constant zero
-    np.testing.assert_array_equal(f_lin(Pi)[0], np.zeros((3, 3)))
-
-    _, pullback = jax.vjp(lambda pi: carry(pi)[:2], Pi)
-    (g,) = pullback((jnp.full((3, 3), jnp.inf), jnp.array([1.0, 2.0, 3.0])))
-    np.testing.assert_array_equal(g, [1.0, 2.0, 3.0])

@@ -45,6 +45,7 @@ import optax
 from jax import lax
 
 from .._callbacks import host_callback
+from .._carry import tied
 from . import lbfgs
 
 __all__ = [
@@ -186,7 +187,8 @@ def _inner_lbfgs(lagrangian, p, settings, callback, k):
             host_callback(callback, k, j, state.f, gnorm)
         return state, (state.f, gnorm, aux)
 
-    state, (values, gnorms, aux) = lax.scan(inner, lbfgs.init(p), jnp.arange(settings.n_inner))
+    init = tied(lbfgs.init(p))
+    state, (values, gnorms, aux) = lax.scan(inner, init, jnp.arange(settings.n_inner))
     first = jax.tree_util.tree_map(lambda x: x[0], aux)
     return jnp.reshape(state.x, p.shape), values, gnorms, first
 
@@ -209,7 +211,8 @@ def _inner_optax(lagrangian, p, settings, callback, k):
             host_callback(callback, k, j, value, gnorm)
         return (p, state), (value, gnorm)
 
-    (p, _), (values, gnorms) = lax.scan(inner, (p, opt.init(p)), jnp.arange(settings.n_inner))
+    init = tied((p, opt.init(p)))
+    (p, _), (values, gnorms) = lax.scan(inner, init, jnp.arange(settings.n_inner))
     return p, values, gnorms
 
 
@@ -228,5 +231,5 @@ def optimise_in_one_program(objective, p0, settings: AugmentedLagrangian, callba
     carry, f0 = initial_carry(objective, p0, settings)
     cnorm0 = carry[4]
     outer = lambda carry, k: outer_iteration(objective, settings, callback, carry, k)  # noqa: E731
-    carry, history = lax.scan(outer, carry, jnp.arange(settings.n_outer))
+    carry, history = lax.scan(outer, tied(carry, p0), jnp.arange(settings.n_outer))
     return final_result(objective, carry, history, f0, cnorm0)

@@ -30,6 +30,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._carry import tied
 from .._input_checks import reported_in_outcome
 from .mpc import replan_steps, warm_start
 from .policies import (
@@ -172,6 +173,7 @@ def _one(problem, policy, m: int, R: int, maps, scenario: Scenarios, at, target,
 
     state0 = problem.state0
     carry = (state0, theta0, jnp.zeros_like(theta0), jnp.zeros((), theta0.dtype), jnp.asarray(True))
+    carry = tied(carry, (scenario, at, target, policy))
     ks = jnp.arange(R, dtype=jnp.int32)
     if informed and policy.source == "fitted":
         from .identification import identified_deviation  # it drives intervals: `drive_interval`

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import xla_options
+from .._carry import tied
 from .._checks import is_integer, real_number
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
@@ -160,7 +161,9 @@ def _stages_one(
         return jax.lax.cond(skip, lambda: carry, lambda: replan(carry, start, knows)), None
 
     C0 = nominal_sequence(problem, c, theta0, m * problem.dt, R, rows)
-    (C, zero, p, rho), _ = jax.lax.scan(stage, (C0, jnp.asarray(False), p0, nothing), stages)
+    # every leaf batched with the rollout from the start (`tied`): one batching of the stages
+    init = tied((C0, jnp.asarray(False), p0, nothing), (scenario, at, target, theta0, c))
+    (C, zero, p, rho), _ = jax.lax.scan(stage, init, stages)
     return *outcome(problem, m, maps, scenario, at, target, theta0, C), zero, p, rho
 
 

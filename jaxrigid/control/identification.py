@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from .._carry import tied
 from .closed_loop import drive_interval
 from .scenarios import Scenarios
 
@@ -96,7 +97,7 @@ def fit_plant(residual, p0, n_iterations: int = FIT_ITERATIONS):
         return (jnp.where(better, trial, p), jnp.where(better, mu / 4, mu * 4)), None
 
     mu0 = jnp.asarray(1e-3, p0.dtype)
-    (p, _), _ = jax.lax.scan(iteration, (p0, mu0), None, length=n_iterations)
+    (p, _), _ = jax.lax.scan(iteration, tied((p0, mu0)), None, length=n_iterations)
     return p, jnp.linalg.norm(residual(p))
 
 

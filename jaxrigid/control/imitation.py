@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import optax
 
 from .. import xla_options
+from .._carry import tied
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from .closed_loop import (
@@ -132,7 +133,7 @@ def _expert_one(
 
     lam0 = jnp.zeros((2,), dtype)
     carry = (problem.state0, theta0, jnp.zeros_like(theta0), first, lam0, jnp.zeros((), dtype))
-    carry = carry + (jnp.asarray(True),)
+    carry = tied(carry + (jnp.asarray(True),), (scenario, at, target))
     (state, *_, effort, ok), (obs, labels, predicted) = jax.lax.scan(
         interval, carry, jnp.arange(R, dtype=jnp.int32)
     )

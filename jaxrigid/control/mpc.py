@@ -41,6 +41,7 @@ import numpy as np
 from jax import lax
 
 from .. import xla_options
+from .._carry import tied
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from ..runs.planning import whole_steps
@@ -220,7 +221,7 @@ def replan_one(problem, settings, plan, state, multipliers: Multipliers, remaini
     p0 = plan.coefficients
     # the first update keeps ρ (no previous infeasibility to compare with): no extra run
     vnorm0 = jnp.asarray(jnp.inf, p0.dtype)
-    carry = (p0, multipliers.lam, multipliers.mu, multipliers.rho, vnorm0)
+    carry = tied((p0, multipliers.lam, multipliers.mu, multipliers.rho, vnorm0), (plan, state))
     outer = lambda carry, k: outer_iteration(objective, settings, None, carry, k)  # noqa: E731
     (p, lam, mu, rho, _), (_, _, fs, cnorms) = lax.scan(outer, carry, jnp.arange(settings.n_outer))
     return plan.with_coefficients(p), Multipliers(lam, mu, rho), fs[-1], cnorms[-1], cnorms

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import xla_options
+from .._carry import tied
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
 from .closed_loop import PerTask, Tasks, check_policy_problem, interval_sizes
@@ -68,7 +69,8 @@ def nominal_intervals(problem, coefficients, theta0, m: int, R: int):
         end, _, _ = advance(problem.integrator, model, state, problem.dt, m)
         return (warm_start(plan, None, m * problem.dt), end), (plan, state)
 
-    _, (plans, states) = jax.lax.scan(interval, (plan, problem.state0), None, length=R)
+    init = tied((plan, problem.state0), (coefficients, theta0))
+    _, (plans, states) = jax.lax.scan(interval, init, None, length=R)
     return plans, states
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._carry import tied
 from .closed_loop import drive_interval
 from .mpc import warm_start
 from .region import task_plan
@@ -37,7 +38,7 @@ def nominal_sequence(problem, coefficients, theta0, H: float, R: int, rows: int)
     def interval(plan, _):
         return warm_start(plan, None, H), plan.coefficients[:rows]
 
-    _, C = jax.lax.scan(interval, plan, None, length=R)
+    _, C = jax.lax.scan(interval, tied(plan, (coefficients, theta0)), None, length=R)
     return C
 
 
@@ -64,7 +65,8 @@ def drive_sequence(problem, m, maps, scenario, at, carry, C, start=None, collect
 
     R = C.shape[0]
     ks = jnp.arange(R, dtype=jnp.int32)
-    (carry, ok), ends = jax.lax.scan(interval, (carry, jnp.asarray(True)), (ks, C))
+    init = tied((carry, jnp.asarray(True)), (scenario, at, C, start))
+    (carry, ok), ends = jax.lax.scan(interval, init, (ks, C))
     return (carry, ok, ends) if collect else (carry, ok)
 
 

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import xla_options
+from .._carry import tied
 from .._checks import _Tracer, is_integer, real_number
 from .._input_checks import reported_in_outcome
 from ..program_store import call_filtered
@@ -184,7 +185,7 @@ def advance(
         return (s, solver, ok & (~taken | (info.result == RESULTS.successful))), s.x
 
     solver = integrator.init(model, state, t0, dt)
-    carry = (state, solver, jnp.asarray(True))
+    carry = tied((state, solver, jnp.asarray(True)), (model, t0, dt, kicks, at, upto))
     (state, _, ok), xs = jax.lax.scan(one, carry, jnp.arange(n_steps))
     finite = jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(state)])

@@ -33,6 +33,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._carry import tied
+
 __all__ = ["SQP", "SQPResult", "solve"]
 
 ARMIJO = 1e-4
@@ -130,7 +132,7 @@ def solve(f, c, x0, multipliers0, settings: SQP = SQP()) -> SQPResult:
             return a, merit(x + a * d, nu), k + 1
 
         nan = jnp.full((), jnp.nan, x.dtype)
-        start = (jnp.ones((), x.dtype), (nan, nan, cx), 0)
+        start = tied((jnp.ones((), x.dtype), (nan, nan, cx), jnp.zeros((), jnp.int32)), (x, d, nu))
         a, (phi_a, f_a, c_a), _ = lax.while_loop(more, trial, start)
         ok = jnp.isfinite(phi_a) & jnp.all(jnp.isfinite(d)) & (flat | (phi_a < phi0))
         a = jnp.where(ok, a, 0.0)
@@ -142,7 +144,7 @@ def solve(f, c, x0, multipliers0, settings: SQP = SQP()) -> SQPResult:
         return (x + step, jnp.where(ok, lam_new, lam), B, step, g, J), out
 
     zero = jnp.zeros((m, n), x0.dtype)
-    carry = (x0, multipliers0, B0, jnp.zeros_like(x0), jnp.zeros_like(x0), zero)
+    carry = tied((x0, multipliers0, B0, jnp.zeros_like(x0), jnp.zeros_like(x0), zero))
     (x, lam, *_), (costs, residuals, steps) = lax.scan(
         iteration, carry, None, length=settings.n_iterations
     )

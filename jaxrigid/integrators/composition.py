@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import results
+from .._carry import tied
 from .._suggest import did_you_mean
 from .base import AbstractIntegrator, StepInfo, merge_infos
 from .tableau.compositions import (
@@ -152,7 +153,8 @@ class AbstractComposition(AbstractIntegrator):
             return (state, error, t + h), (ss, info)
 
         error, per_stage = (solver_state, None) if passed_on else (None, solver_state)
-        (state, error, _), (states, infos) = lax.scan(stage, (state, error, t), (gammas, per_stage))
+        init = tied((state, error, t), (model, dt, per_stage))
+        (state, error, _), (states, infos) = lax.scan(stage, init, (gammas, per_stage))
         info = StepInfo(
             jnp.sum(infos.iterations, axis=0, dtype=infos.iterations.dtype),
             jnp.max(infos.residual, axis=0),

@@ -30,11 +30,10 @@ incremental form (17), `Θ = Ψ` and `y = μ = exp(Ψ)Π`, the spatial momentum 
 from `Ψ(0) = 0`, `μ(0) = Π₀`; then `R₁ = R₀ exp Ψ₁`, `Π₁ = exp(−Ψ₁) μ₁`. Written out stage by
 stage this is the printed algorithm, with two typographical slips corrected:
 
-1. the stage momentum reads `Π_(k) = exp[−Ψ_(k)](Π_{n−1} + Δt Σ_j a_kj exp[Ψ_(j)] T_(j))`:
-   the paper prints `T_(k)` inside the sum over `j`; with `T_(k)` the trapezoidal tableau does
-   not give BBTRAPWD (its last stage would weight `T_n` twice and `T_{n−1}` not at all);
-2. the stray superscript `s` after the closing parentheses of the two momentum lines is the
-   upper limit of the sums `Σ_{j=1}^{s}`, displaced.
+1. the stage momentum reads `Π_(k) = exp[−Ψ_(k)](Π_{n−1} + Δt Σ_j a_kj exp[Ψ_(j)] T_(j))`, not
+   `T_(k)` inside the sum over `j` as printed (with `T_(k)` the trapezoidal tableau would weight
+   `T_n` twice and `T_{n−1}` not at all: not BBTRAPWD);
+2. the stray superscript `s` after the two momentum lines is the sums' upper limit, displaced.
 
 With the tableau ½|1 the method is IMIDM; with the trapezoidal tableau it is BBTRAPWD. It
 conserves spatial momentum in torque-free motion (`μ` stays `Π₀`).
@@ -66,6 +65,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _linalg, results
+from .._carry import tied
 from ..lie import quaternion, so3
 from ..models.rigid_body import RigidBodyState
 from ..models.structures import AbstractAttitudeQuaternion, AbstractLiePoissonBody
@@ -161,11 +161,10 @@ def _explicit_step(form: IncrementalForm, degree: int | None, h, tableau: Butche
     a, b, c = (jnp.asarray(x, dtype) for x in (tableau.a, tableau.b, tableau.c))
     zeros = lambda x: jnp.zeros((tableau.stages,) + jnp.shape(x), jnp.result_type(x))
 
-    # The stages run in a loop, their increments kept in buffers. Unrolled, XLA:CPU fuses
-    # each stage's increment into the later stages that read it, recomputing it there
-    # (`optimization_barrier` does not survive to the fusion passes), so the unrolled
-    # stages ran slower and compiled longer than the loop (bench/README.md, "Measurements
-    # behind the source's design choices").
+    # The stages run in a loop, their increments kept in buffers. Unrolled, XLA:CPU fuses each
+    # stage's increment into the later stages that read it, recomputing it there
+    # (`optimization_barrier` does not survive to the fusion passes): slower to run and to
+    # compile (bench/README.md, "Measurements behind the source's design choices").
     def stage(i, carry):
         k, l, theta_sq = carry
         theta = _weighted_sum(h, a[i], k)
@@ -176,6 +175,7 @@ def _explicit_step(form: IncrementalForm, degree: int | None, h, tableau: Butche
         return k, l, jnp.maximum(theta_sq, _linalg.dot(theta, theta))
 
     init = (zeros(form.zero), jax.tree_util.tree_map(zeros, form.y0), jnp.zeros((), dtype))
+    init = tied(init, (form.y0, h))  # batched and differentiated as `y` from the start
     k, l, theta_sq = jax.lax.fori_loop(0, tableau.stages, stage, init)
     theta = _weighted_sum(h, b, k)
     y1 = jax.tree_util.tree_map(lambda y, B: y + _weighted_sum(h, b, B), form.y0, l)

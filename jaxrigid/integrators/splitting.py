@@ -47,6 +47,7 @@ import numpy as np
 from jax import lax
 
 from .. import results
+from .._carry import tied
 from .._checks import Check
 from .._linalg import matmul
 from ..compensated import two_sum, zero_error
@@ -187,7 +188,8 @@ def _composed_steps(fractions, model, state, t, dt, error=None):
     # The stages are a scan, one stage compiled whatever their number: on the CPU as fast to
     # run as straight-line stages and up to 16x quicker to compile (design note 24)
     xs = (jnp.asarray(fractions, dtype), jnp.asarray(after, dtype))
-    carry, _ = lax.scan(stage, (R, Pi, t, eR, ePi), xs, unroll=len(fractions) == 1)
+    init = tied((R, Pi, t, eR, ePi), (model, dt))
+    carry, _ = lax.scan(stage, init, xs, unroll=len(fractions) == 1)
     R, Pi, _, eR, ePi = carry
     return RigidBodyState(R, Pi), None if error is None else RigidBodyState(eR, ePi)
 
