@@ -47,27 +47,55 @@ class Solution(NamedTuple):
 def _scan(f, init, length: int, checkpoint: bool):
     """`lax.scan(f, init, None, length)`; with `checkpoint`, as ⌈length/b⌉ rematerialised
     blocks of `b ≈ √length` steps, so that a reverse pass stores O(√length) carries instead of
-    every step's residuals (Griewank's two-level checkpointing)."""
+    every step's residuals (Griewank's two-level checkpointing). Every step is the one traced
+    body: where `b` does not divide `length` (`_block_length`), the last block's surplus steps
+    replay the last step and are discarded (`_replayed_blocks`), where a remainder scan — a
+    second copy of the step — cost 1.4–1.5× the build (bench/README.md,
+    `checkpoint_blocks.py`)."""
     if not checkpoint or length < 4:
         return lax.scan(f, init, None, length=length)
     b = _block_length(length)
     q, r = divmod(length, b)
+    if r:
+        return _replayed_blocks(f, init, length, b)
 
     def block(carry, _):
         return lax.scan(f, carry, None, length=b)
 
     # prevent_cse=False: inside a scan, CSE across iterations is impossible anyway (jax docs)
     carry, ys = lax.scan(jax.checkpoint(block, prevent_cse=False), init, None, length=q)
-    ys = jax.tree_util.tree_map(lambda y: y.reshape((q * b,) + y.shape[2:]), ys)
-    if r:
-        carry, tail = lax.scan(f, carry, None, length=r)
-        ys = jax.tree_util.tree_map(lambda a, c: jnp.concatenate([a, c]), ys, tail)
-    return carry, ys
+    return carry, jax.tree_util.tree_map(lambda y: y.reshape((q * b,) + y.shape[2:]), ys)
+
+
+def _replayed_blocks(f, init, length: int, b: int):
+    """`_scan`'s blocks where `b` does not divide `length`: ⌈length/b⌉ blocks of `b` steps,
+    of which the last `b·⌈length/b⌉ − length` are surplus. A surplus step runs `f` again on
+    the last real step's carry (kept beside the carry) and its result is discarded by a
+    select: its values and derivatives are those of a step the run took (a reverse pass sends
+    it a zero cotangent, so it adds no NaN the real step's derivative has not), and the step
+    stays one body — no `lax.cond` (a branch per step made the gradient's run 4× slower) and
+    no remainder copy."""
+
+    def replay(carry, _):
+        c, last, i = carry
+        real = i < length
+        pick = lambda a, b: jax.tree_util.tree_map(lambda x, y: jnp.where(real, x, y), a, b)  # noqa: E731
+        c1, y = f(pick(c, last), None)
+        return (pick(c1, c), pick(c, last), i + 1), y
+
+    def block(carry, _):
+        return lax.scan(replay, carry, None, length=b)
+
+    n = -(-length // b)
+    (carry, _, _), ys = lax.scan(
+        jax.checkpoint(block, prevent_cse=False), (init, init, jnp.int32(0)), None, length=n
+    )
+    return carry, jax.tree_util.tree_map(lambda y: y.reshape((n * b,) + y.shape[2:])[:length], ys)
 
 
 def _block_length(length: int) -> int:
-    """A divisor of `length` within a factor 2 of √length where there is one, so that no
-    remainder scan (a second copy of the step to compile) is needed; else ⌈√length⌉."""
+    """A divisor of `length` within a factor 2 of √length where there is one (no surplus
+    steps), else ⌈√length⌉."""
     root = math.isqrt(length)
     for b in range(max(root, 1), 2 * root + 1):
         if length % b == 0:
