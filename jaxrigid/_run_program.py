@@ -79,9 +79,13 @@ def _replayed_blocks(f, init, length: int, b: int):
     def replay(carry, _):
         c, last, i = carry
         real = i < length
-        pick = lambda a, b: jax.tree_util.tree_map(lambda x, y: jnp.where(real, x, y), a, b)  # noqa: E731
-        c1, y = f(pick(c, last), None)
-        return (pick(c1, c), pick(c, last), i + 1), y
+
+        def pick(new, old):
+            return jax.tree_util.tree_map(lambda x, y: jnp.where(real, x, y), new, old)
+
+        x = pick(c, last)  # the step's input, and the last real step's carry from here on
+        c1, y = f(x, None)
+        return (pick(c1, c), x, i + 1), y
 
     def block(carry, _):
         return lax.scan(replay, carry, None, length=b)
