@@ -2,6 +2,8 @@
 formulas), against an independent 40-digit mpmath evaluation at t = 10⁴ (the float64 roots,
 reductions and quadratures), its invariants, and its refusals."""
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -111,6 +113,19 @@ def test_fast_top_spin_is_not_rounded():
         assert np.linalg.norm(R[0] - R_mp) <= 3e-12
 
 
+def test_roots_are_of_the_polynomial_as_written_highest_power_first():
+    """`real_parts_of_roots` solves x³ − 6x² + 11x − 6 = (x − 1)(x − 2)(x − 3), highest power
+    first, on whichever mpmath is installed: the reversed order's polynomial has the roots 1,
+    1/2, 1/3, and mpmath 1.4 warns (DeprecationWarning, an error here) when it is left to
+    assume the order. 1e-30: Durand–Kerner at 40 digits converges to the working precision."""
+    mp = pytest.importorskip("mpmath")
+    with warnings.catch_warnings(), mp.workdps(40):
+        warnings.simplefilter("error")
+        roots = lte.real_parts_of_roots(mp, [1, -6, 11, -6])
+        errors = [abs(r - k) for r, k in zip(roots, (1, 2, 3))]
+    assert len(roots) == 3 and max(errors) < 1e-30, roots
+
+
 def test_turning_point_near_the_vertical_is_polished():
     """The slow top restarted at its lowest point (u₀ = −0.875) rises to 1.25e-3 of the vertical:
     `1 − u₀ − w_b` there loses 3 digits (measured 1.6e-10 relative); Newton on f about u = 1
@@ -120,18 +135,14 @@ def test_turning_point_near_the_vertical_is_polished():
     top = lte._top((I1, I1, I3), c, R0, Pi0)
     R, Pi = lte.lagrange_top_exact((I1, I1, I3), c, R0, Pi0, [top.K / top.rate])
     low = lte._top((I1, I1, I3), c, R[0], Pi[0])
-    mp.mp.dps = 40
-    Rm, P = [[mp.mpf(float(x)) for x in row] for row in R[0]], [mp.mpf(float(x)) for x in Pi[0]]
-    a, b, beta = P[2] / I1, sum(Rm[2][j] * P[j] for j in range(3)) / I1, mp.mpf(2 * c / I1)
-    E = (P[0] ** 2 / I1 + P[1] ** 2 / I1 + P[2] ** 2 / I3) / 2 + c * Rm[2][2]
-    alpha = 2 * (E - P[2] ** 2 / (2 * I3)) / I1
-    roots = sorted(
-        mp.re(x)
-        for x in mp.polyroots(
-            [beta, -alpha - a * a, 2 * a * b - beta, alpha - b * b], maxsteps=200, extraprec=200
-        )
-    )
-    gap = float(1 - roots[1])
+    with mp.workdps(40):  # not the global context's precision: the worker's other tests share it
+        Rm = [[mp.mpf(float(x)) for x in row] for row in R[0]]
+        P = [mp.mpf(float(x)) for x in Pi[0]]
+        a, b, beta = P[2] / I1, sum(Rm[2][j] * P[j] for j in range(3)) / I1, mp.mpf(2 * c / I1)
+        E = (P[0] ** 2 / I1 + P[1] ** 2 / I1 + P[2] ** 2 / I3) / 2 + c * Rm[2][2]
+        alpha = 2 * (E - P[2] ** 2 / (2 * I3)) / I1
+        cubic = [beta, -alpha - a * a, 2 * a * b - beta, alpha - b * b]
+        gap = float(1 - lte.real_parts_of_roots(mp, cubic)[1])
     assert gap == pytest.approx(1.2497e-3, rel=1e-4)
     assert abs(low.gap_up - gap) <= 1e-12 * gap
 

@@ -53,6 +53,7 @@ angles are singular; `c = 0` (the free body: `jaxrigid.reference.free_body`).
 
 from __future__ import annotations
 
+import inspect
 from collections import namedtuple
 
 import numpy as np
@@ -282,6 +283,20 @@ def _am(mp, tau, k2):
     return mp.atan2(mp.ellipfun("sn", tau, m=k2), mp.ellipfun("cn", tau, m=k2))
 
 
+def real_parts_of_roots(mp, coefficients):
+    """The real parts of the roots of the polynomial with `coefficients` (highest power
+    first), sorted, by `mp.polyroots` (Durand–Kerner; 200 steps at 200 extra bits). mpmath 1.4
+    deprecates the highest-power-first order that mpmath 1.3 assumes: where `polyroots`
+    takes `asc`, the coefficients go lowest power first with `asc=True`, so that a later
+    mpmath whose default order changed cannot silently solve the reversed polynomial."""
+    keywords = {"maxsteps": 200, "extraprec": 200}
+    if "asc" in inspect.signature(mp.polyroots).parameters:
+        roots = mp.polyroots(list(coefficients)[::-1], asc=True, **keywords)
+    else:
+        roots = mp.polyroots(list(coefficients), **keywords)
+    return sorted(mp.re(x) for x in roots)
+
+
 def lagrange_top_exact_mp(moments, c, R0, Pi0, t, dps=40):
     """`(R(t), Π(t))` (float64 arrays) of `lagrange_top_exact` at one time `t`, evaluated in
     `dps`-digit arithmetic (mpmath, the `test` extra; slow, for checks) by formulas independent of
@@ -302,12 +317,7 @@ def lagrange_top_exact_mp(moments, c, R0, Pi0, t, dps=40):
     a, b, beta = P[2] / I1, sum(R0[2][j] * P[j] for j in range(3)) / I1, 2 * c / I1
     E = sum(P[j] ** 2 / I[j] for j in range(3)) / 2 + c * R0[2][2]
     alpha = 2 * (E - P[2] ** 2 / (2 * I3)) / I1
-    r = sorted(
-        mp.re(x)
-        for x in mp.polyroots(
-            [beta, -alpha - a * a, 2 * a * b - beta, alpha - b * b], maxsteps=200, extraprec=200
-        )
-    )
+    r = real_parts_of_roots(mp, [beta, -alpha - a * a, 2 * a * b - beta, alpha - b * b])
     ua, ub, u3 = (r[0], r[1], r[2]) if beta > 0 else (r[2], r[1], r[0])
     du, u0 = ub - ua, R0[2][2]
     k2, rate = du / (u3 - ua), mp.sqrt(beta * (u3 - ua)) / 2
