@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 # Component-wise small-vector algebra. Each result is built from scalar components with
@@ -21,6 +22,58 @@ from jax import lax
 # where a batched `dot` per member or an `(N, 3)` minor-axis reduction would be a pass over the
 # ensemble of its own. `python bench/hlo_census.py "jr.IMIDM()"` counts the compiled run's
 # fusions, dots (none) and reductions.
+
+
+def _operands(a, b):
+    """`(a, b)` as a `lax` primitive takes them where it computes what the operator would:
+    arrays (tracers included) of one shape, dtype and weak type, or a floating array of a
+    strong type and a Python number (which the operator takes in the array's dtype, as
+    here); else `None`."""
+    if isinstance(a, jax.Array):
+        if isinstance(b, jax.Array):
+            same = a.shape == b.shape and a.dtype == b.dtype and _weak(a) == _weak(b)
+            return (a, b) if same and _weak(a) is not None else None
+        if _number(b) and _strong_float(a):
+            return a, np.asarray(b, a.dtype)
+    elif _number(a) and isinstance(b, jax.Array) and _strong_float(b):
+        return np.asarray(a, b.dtype), b
+    return None
+
+
+def _number(x) -> bool:
+    return isinstance(x, float | int) and not isinstance(x, bool)
+
+
+def _strong_float(x) -> bool:
+    return _weak(x) is False and x.dtype in (np.float64, np.float32)
+
+
+def _weak(x) -> bool | None:
+    """`x`'s weak type (`None` where an array type does not say)."""
+    return getattr(x, "weak_type", None)
+
+
+# The algebra's products and sums by the primitives themselves where `_operands` allows (every
+# product and sum of the component algebra): `*`, `+` and `-` on jax arrays go through
+# jax.numpy's ufuncs, each a nested `jit` staged and inlined at every call, several times a
+# primitive's trace time, and an implicit step makes hundreds (bench/README.md, "The
+# operators' trace time"). The program is the same. Anything else takes the operator.
+def mul(a, b):
+    """`a * b`."""
+    ops = _operands(a, b)
+    return a * b if ops is None else lax.mul(*ops)
+
+
+def add(a, b):
+    """`a + b`."""
+    ops = _operands(a, b)
+    return a + b if ops is None else lax.add(*ops)
+
+
+def sub(a, b):
+    """`a - b`."""
+    ops = _operands(a, b)
+    return a - b if ops is None else lax.sub(*ops)
 
 
 def components(v):
@@ -71,7 +124,9 @@ def stack_entries(rows):
 
 
 def _sum_of_products(pairs):
-    return functools.reduce(lambda s, ab: s + ab[0] * ab[1], pairs[1:], pairs[0][0] * pairs[0][1])
+    return functools.reduce(
+        lambda s, ab: add(s, mul(ab[0], ab[1])), pairs[1:], mul(pairs[0][0], pairs[0][1])
+    )
 
 
 def dot(a, b):
@@ -83,7 +138,11 @@ def cross3(a, b):
     """`a × b` on lists of the three components (arrays `(...)`)."""
     a0, a1, a2 = a
     b0, b1, b2 = b
-    return [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
+    return [
+        sub(mul(a1, b2), mul(a2, b1)),
+        sub(mul(a2, b0), mul(a0, b2)),
+        sub(mul(a0, b1), mul(a1, b0)),
+    ]
 
 
 def cross(a, b):
@@ -112,18 +171,16 @@ class Vec3(NamedTuple):
         return jnp.stack(self, axis=-1)
 
     def __add__(self, other):
-        return Vec3(self.x + other.x, self.y + other.y, self.z + other.z)
+        return Vec3(add(self.x, other.x), add(self.y, other.y), add(self.z, other.z))
 
     def __rmul__(self, k):
-        return Vec3(k * self.x, k * self.y, k * self.z)
+        return Vec3(mul(k, self.x), mul(k, self.y), mul(k, self.z))
 
     def cross(self, b):
-        return Vec3(
-            self.y * b.z - self.z * b.y, self.z * b.x - self.x * b.z, self.x * b.y - self.y * b.x
-        )
+        return Vec3(*cross3(self, b))
 
     def dot(self, b):
-        return self.x * b.x + self.y * b.y + self.z * b.z
+        return _sum_of_products(list(zip(self, b)))
 
 
 def matvec(A, v):

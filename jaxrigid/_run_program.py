@@ -191,14 +191,25 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec,
     # `segment` itself need not be rematerialised: an outer block's recomputation keeps each
     # of its ~√n_save segments' ~√save_every block carries, O(√n_steps) in all.
     init = tied((state0, solver_state0, jnp.int32(0), obs0), (model, t0, h))
-    (final, ss, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
-    states = jax.tree_util.tree_map(
-        lambda a, b: jnp.concatenate([a[None], b]), kept(0, state0), saved
-    )
-    if members is not None:  # the saves' axis after the members'
-        states, per_save = jax.tree_util.tree_map(
-            lambda x: jnp.moveaxis(x, 0, 1), (states, per_save)
+    if n_save == 1:
+        # one segment (the final state only), outside any loop: the same program, but a step
+        # traced inside a loop of segments traced about a quarter slower (bench/README.md,
+        # "The step's trace inside a loop of one")
+        (final, ss, _, obs), ys = segment(init, None)
+        saved, per_save = jax.tree_util.tree_map(lambda y: y[None], ys)
+    else:
+        (final, ss, _, obs), (saved, per_save) = _scan(segment, init, n_save, checkpoint)
+    if members is None:
+        states = jax.tree_util.tree_map(
+            lambda a, b: jnp.concatenate([a[None], b]), kept(0, state0), saved
         )
+    else:  # the saves' axis after the members', assembled so (one kernel per leaf, not two)
+        states = jax.tree_util.tree_map(
+            lambda a, b: jnp.concatenate([a[:, None], jnp.moveaxis(b, 0, 1)], axis=1),
+            kept(0, state0),
+            saved,
+        )
+        per_save = jax.tree_util.tree_map(lambda x: jnp.moveaxis(x, 0, 1), per_save)
     return states, final, per_save, obs, ss
 
 

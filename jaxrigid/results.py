@@ -140,14 +140,21 @@ def accumulate(acc: Outcome, info, k) -> Outcome:
 
 
 def combine(per_save: Outcome) -> Outcome:
-    """The outcome of consecutive intervals (leading axis): the first failed one's cause."""
+    """The outcome of consecutive intervals (leading axis): the first failed one's cause.
+
+    The first failed interval is the one whose first failed step is earliest (the steps'
+    indices count from the run's start, one interval's after another's), found by reductions
+    alone: an index into the intervals (`argmax`) is a gather per member to compile, and a
+    reduction over one interval is none (XLA drops it)."""
     failed = per_save.result != RESULTS.successful
-    first = jnp.argmax(failed)
+    big = jnp.iinfo(jnp.int32).max
+    first = jnp.min(jnp.where(failed, per_save.first_failure, big), axis=0)
+    at_first = failed & (per_save.first_failure == first)
     return Outcome(
-        jnp.max(per_save.max_iterations),
-        jnp.max(per_save.max_residual),
-        jnp.where(jnp.any(failed), per_save.result[first], 0).astype(jnp.int32),
-        jnp.where(jnp.any(failed), per_save.first_failure[first], -1).astype(jnp.int32),
+        jnp.max(per_save.max_iterations, axis=0),
+        jnp.max(per_save.max_residual, axis=0),
+        jnp.max(jnp.where(at_first, per_save.result, 0), axis=0).astype(jnp.int32),
+        jnp.where(first == big, -1, first).astype(jnp.int32),
     )
 
 

@@ -341,3 +341,37 @@ def test_a_foreign_solver_state_is_refused():
             4,
             solver_state0=jax.tree_util.tree_map(lambda x: x[..., :2], sol.solver_state),
         )
+
+
+def test_the_runs_outcome_is_its_first_failed_intervals():
+    """`results.summarize`: per member, the cause and step of the earliest failed step over
+    the saved intervals (steps counted from the run's start, so a later interval's are
+    larger), −1 and success where none failed, and the worst iterations and residual, against
+    a loop over the intervals; under `jit`, for a (2, 3) ensemble. Three of the six members
+    fail in several intervals with different causes: a reduction that took the last failure,
+    the largest cause or the largest step would differ."""
+    from jaxrigid import results
+
+    rng = np.random.default_rng(0)
+    n_save, every = 5, 10
+    failed = rng.random((2, 3, n_save)) < 0.4
+    failed[0, 0] = False  # a member with no failure
+    failed[1, :] = [True, False, True, False, False]  # failures in intervals 0 and 2
+    cause = rng.integers(1, 8, (2, 3, n_save)) * failed
+    first = np.where(failed, np.arange(n_save) * every + rng.integers(0, every, n_save), -1)
+    per_save = results.Outcome(
+        rng.integers(0, 9, (2, 3, n_save)).astype(np.int32),
+        rng.random((2, 3, n_save)),
+        cause.astype(np.int32),
+        first.astype(np.int32),
+    )
+    got = jax.jit(results.summarize, static_argnums=1)(per_save, (2, 3))
+    for i in range(2):
+        for j in range(3):
+            hits = [k for k in range(n_save) if failed[i, j, k]]
+            k = hits[0] if hits else None
+            assert int(got.result[i, j]) == (0 if k is None else cause[i, j, k])
+            assert int(got.first_failure[i, j]) == (-1 if k is None else first[i, j, k])
+            assert int(got.max_iterations[i, j]) == per_save.max_iterations[i, j].max()
+            assert float(got.max_residual[i, j]) == per_save.max_residual[i, j].max()
+    assert got.result.dtype == got.first_failure.dtype == jnp.int32

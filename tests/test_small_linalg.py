@@ -1,7 +1,9 @@
 """The closed-form 3×3 linear algebra of the value checks (`jaxrigid._linalg`) against LAPACK."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxrigid import _linalg
 from jaxrigid.models.base import spd3_checks
@@ -67,3 +69,64 @@ def test_triangle_inequality_check_at_its_boundary():
         triangle = spd3_checks(jnp.asarray(A))[-1]
         assert "triangle" in triangle.message
         assert np.all(np.asarray(triangle.bad) == expect_bad)
+
+
+def _operand_pairs():
+    """Operand pairs of every kind `_linalg.mul/add/sub` meet: arrays of one shape and dtype
+    (the primitive), broadcasting shapes, mixed dtypes, weak-typed arrays, Python numbers on
+    either side (the primitive with a strong float array, the operator otherwise)."""
+    f64 = jnp.asarray(np.array([1.5, -2.0, 3.25]))
+    g64 = jnp.asarray(np.array([0.3, 7.0, -1.0 / 3.0]))
+    f32 = jnp.asarray(np.array([0.1, -2.5, 7.0], np.float32))
+    g32 = jnp.asarray(np.array([3.0, 1e-3, -0.7], np.float32))
+    weak = jnp.asarray(2.0)  # a Python number made an array: weakly typed
+    return [
+        (f64, g64),
+        (f32, g32),
+        (f64, f64[:1]),  # broadcast
+        (f32, f64),  # promoted
+        (weak, f64),
+        (weak, jnp.asarray(0.5)),
+        (f32, 0.1),
+        (0.1, f32),
+        (f64, 3),
+        (jnp.asarray(np.array([1, 2, 3])), 0.5),  # an integer array and a float: promoted
+        (weak, 0.1),  # stays weak
+    ]
+
+
+def _with_arrays_through(transform, fn, a, b):
+    """`fn(a, b)` with the array operands passed through `transform` (`jit`, `vmap` over a
+    leading axis of two copies) and Python numbers kept as numbers."""
+    arrays = [x for x in (a, b) if isinstance(x, jax.Array)]
+
+    def call(*xs):
+        it = iter(xs)
+        return fn(*(next(it) if isinstance(x, jax.Array) else x for x in (a, b)))
+
+    if transform == "vmap":
+        out = jax.vmap(call)(*(jnp.stack([x, x]) for x in arrays))
+        return out[0], out
+    out = (jax.jit(call) if transform == "jit" else call)(*arrays)
+    return out, out
+
+
+@pytest.mark.parametrize("k", range(11))
+@pytest.mark.parametrize("transform", ["eager", "jit", "vmap"])
+def test_primitive_arithmetic_is_the_operators(k, transform):
+    """`mul`, `add`, `sub` (the component algebra's products and sums, by `lax` primitives
+    where the operands allow) give the operators' values, dtypes and weak types for every
+    kind of operand, eagerly, under `jit` and under `vmap`: a primitive taken where the
+    operator promotes or broadcasts would change a dtype (float32 against float64) or a weak
+    type (the dtype of a later product), or raise."""
+    a, b = _operand_pairs()[k]
+    for ours, operator in (
+        (_linalg.mul, jnp.multiply),
+        (_linalg.add, jnp.add),
+        (_linalg.sub, jnp.subtract),
+    ):
+        want, _ = _with_arrays_through(transform, operator, a, b)
+        got, whole = _with_arrays_through(transform, ours, a, b)
+        assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert whole.shape == (2,) * (transform == "vmap") + want.shape

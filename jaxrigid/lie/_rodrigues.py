@@ -10,11 +10,13 @@ import math
 
 import jax.numpy as jnp
 
+from .._linalg import add, mul
+
 
 def poly(x, coeffs):
     out = jnp.zeros_like(x) + coeffs[-1]
     for c in coeffs[-2::-1]:
-        out = out * x + c
+        out = add(mul(out, x), c)
     return out
 
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
-from .._linalg import components, cross, cross3, dot, matmul, stack_entries
+from .._linalg import add, components, cross, cross3, dot, matmul, mul, stack_entries
 
 # `_rodrigues_coefficients` is looked up here at each call (bench/imidm_cost_breakdown.py swaps it)
 from ._rodrigues import coefficients as _rodrigues_coefficients
@@ -64,7 +64,7 @@ def _rodrigues_entries(w, a, b, identity):
     entry: no 3×3 product of `hat` matrices, whose slices of zeros would be most of a step's
     program. `a`, `b`: arrays `(...)` or numbers."""
     w = components(w)
-    sq = [wk * wk for wk in w]
+    sq = [mul(wk, wk) for wk in w]
     skew = [[None, -w[2], w[1]], [w[2], None, -w[0]], [-w[1], w[0], None]]  # ŵ off the diagonal
     rows = []
     for i in range(3):
@@ -72,10 +72,10 @@ def _rodrigues_entries(w, a, b, identity):
         for j in range(3):
             if i == j:
                 others = [k for k in range(3) if k != i]
-                entry = b * -(sq[others[0]] + sq[others[1]])
+                entry = mul(b, -add(sq[others[0]], sq[others[1]]))
                 row.append(1.0 + entry if identity else entry)
             else:
-                row.append(a * skew[i][j] + b * (w[i] * w[j]))
+                row.append(add(mul(a, skew[i][j]), mul(b, mul(w[i], w[j]))))
         rows.append(row)
     return rows
 
@@ -202,14 +202,14 @@ def _dexp_terms(w, v, b, c):
     """`dexp(w) v = v + b w×v + c w×(w×v)`."""
     wv = cross3(w, v)
     wwv = cross3(w, wv)
-    return [v[k] + b * wv[k] + c * wwv[k] for k in range(3)]
+    return [add(add(v[k], mul(b, wv[k])), mul(c, wwv[k])) for k in range(3)]
 
 
 def _rotate_minus_v(w, v, a, b):
     """`exp(w) v − v = a w×v + b w×(w×v)`."""
     wv = cross3(w, v)
     wwv = cross3(w, wv)
-    return [a * wv[k] + b * wwv[k] for k in range(3)]
+    return [add(mul(a, wv[k]), mul(b, wwv[k])) for k in range(3)]
 
 
 def rotate_exp(w, v, max_angle=None):
@@ -228,7 +228,8 @@ def _rotate_exp(w, v, max_angle, minus_v):
     a, b, _ = _rodrigues_coefficients(_sq_norm(w), max_angle)
     v_ = components(v)
     increment = _rotate_minus_v(components(w), v_, a, b)
-    return jnp.stack(increment if minus_v else [v_[k] + increment[k] for k in range(3)], axis=-1)
+    out = increment if minus_v else [add(v_[k], increment[k]) for k in range(3)]
+    return jnp.stack(out, axis=-1)
 
 
 @functools.partial(_rotate_exp.defjvp, symbolic_zeros=True)
@@ -240,18 +241,18 @@ def _rotate_exp_jvp(max_angle, minus_v, primals, tangents):
     a, b, c = _rodrigues_coefficients(_sq_norm(w), max_angle)
     w_, v_ = components(w), components(v)
     increment = _rotate_minus_v(w_, v_, a, b)
-    rotated = [v_[k] + increment[k] for k in range(3)]
+    rotated = [add(v_[k], increment[k]) for k in range(3)]
     terms = []
     if not isinstance(dw, SymbolicZero):
         terms.append(cross3(_dexp_terms(w_, components(dw), b, c), rotated))
     if not isinstance(dv, SymbolicZero):
         dv_ = components(dv)
         dv_increment = _rotate_minus_v(w_, dv_, a, b)
-        terms.append(dv_increment if minus_v else [dv_[k] + dv_increment[k] for k in range(3)])
+        terms.append(dv_increment if minus_v else [add(dv_[k], dv_increment[k]) for k in range(3)])
     out = jnp.stack(increment if minus_v else rotated, axis=-1)
     if not terms:
         return out, jnp.zeros_like(out)
-    tangent = [functools.reduce(jnp.add, [term[k] for term in terms]) for k in range(3)]
+    tangent = [functools.reduce(add, [term[k] for term in terms]) for k in range(3)]
     return out, jnp.stack(tangent, axis=-1)
 
 
