@@ -347,9 +347,10 @@ def test_the_runs_outcome_is_its_first_failed_intervals():
     """`results.summarize`: per member, the cause and step of the earliest failed step over
     the saved intervals (steps counted from the run's start, so a later interval's are
     larger), −1 and success where none failed, and the worst iterations and residual, against
-    a loop over the intervals; under `jit`, for a (2, 3) ensemble. Three of the six members
-    fail in several intervals with different causes: a reduction that took the last failure,
-    the largest cause or the largest step would differ."""
+    a loop over the intervals; under `jit`, for a (2, 3) ensemble. Four of the six members
+    fail in two intervals, three of them with different causes (one with the smaller cause
+    first): a reduction that took the last failure, the largest cause or the largest step
+    would differ."""
     from jaxrigid import results
 
     rng = np.random.default_rng(0)
