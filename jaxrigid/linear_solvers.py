@@ -5,7 +5,7 @@ solves with that linearisation, and solves the linear system of the implicit-fun
 (`tangent_solve`, always exact: gradients never inherit an approximate Jacobian).
 
 - `Auto` (the default): the fast path for ensembles of single bodies. Closed form for n ≤ 3,
-  LU above, the Jacobian column by column from JVPs up to 3 unknowns (`jacfwd` above).
+  LU above, the Jacobian from one `jacfwd`.
 - `DenseLU`: the dense Jacobian (`jacfwd`) and LU (`jnp.linalg.solve`) at any size.
 - `BlockDiagonal`: N bodies with b unknowns each, the Jacobian's diagonal blocks only, from
   b coloured JVPs, solved as N small systems: cost linear in N.
@@ -40,26 +40,15 @@ def max_abs(v):
     return functools.reduce(jnp.maximum, [jnp.abs(v[i]) for i in range(v.shape[0])])
 
 
-def _jacfwd_and_value(f, x):
-    """`(J, f(x))` from one `jax.jacfwd`, the residual traced once (its value is the aux)."""
-    return jax.jacfwd(lambda z: (lambda r: (r, r))(f(z)), has_aux=True)(x)
-
-
 def value_and_jacobian(f, x):
-    """`f(x)` and its Jacobian by forward-mode autodiff. Up to 3 unknowns column by column
-    from `n` JVPs along the unit vectors: unlike `jax.jacfwd` (a `vmap` of the JVP over the
-    basis) every column stays a separate small vector, so under an ensemble `vmap` the closed-
-    form solve that follows is plain elementwise arithmetic (see `_linalg`). Larger systems
-    use `jacfwd`, whose program does not grow with `n`: at 6 unknowns the unrolled columns
-    build an ensemble's run slower and it runs no faster (bench/README.md,
-    `newton_jacobian_build.py`)."""
-    n = x.shape[0]
-    if n > 3:
-        J, r = _jacfwd_and_value(f, x)
-        return r, J
-    r, f_jvp = jax.linearize(f, x)
-    basis = jnp.eye(n, dtype=x.dtype)
-    return r, jnp.stack([f_jvp(basis[j]) for j in range(n)], axis=-1)
+    """`f(x)` and its Jacobian by forward-mode autodiff: one `jax.jacfwd`, the JVP traced once
+    and batched over the unit vectors, the residual's value carried as its aux (traced once).
+    At every size: unrolled JVP columns (one linearisation, then one evaluation of it per
+    column) built slower at 6 unknowns (MKRK, BBTRAPWD), and at 3 (IMIDM, IMID, bEM, DMV)
+    built its gradients slower and ran a full Newton's ensemble up to twice as long
+    (bench/README.md, `newton_jacobian_build.py`; design notes 33 and 49)."""
+    J, r = jax.jacfwd(lambda z: (lambda r: (r, r))(f(z)), has_aux=True)(x)
+    return r, J
 
 
 def _identity(x):
@@ -121,7 +110,7 @@ class AbstractLinearSolver(eqx.Module):
 
 class Auto(AbstractLinearSolver):
     """The default, for small dense systems (the implicit steps of single bodies): the
-    Jacobian column by column from JVPs up to 3 unknowns (`jacfwd` above), solved in closed
+    Jacobian from one `jacfwd` (`value_and_jacobian`), solved in closed
     form for n ≤ 3 (cofactors: plain arithmetic that fuses under an ensemble `vmap`) and by LU
     above (`_linalg.solve`). The stopping rule's norm is an unrolled chain of maxima."""
 
@@ -144,8 +133,7 @@ class DenseLU(AbstractLinearSolver):
     unknowns."""
 
     def linearise(self, f, x):
-        J, r = _jacfwd_and_value(f, x)
-        return r, J
+        return value_and_jacobian(f, x)
 
     def solve(self, op, r):
         return jnp.linalg.solve(op, r[..., None])[..., 0]
@@ -212,7 +200,10 @@ def _diagonal_blocks(lin, x):
     off-diagonal blocks' column j)."""
     b = x.shape[-1]
     basis = jnp.eye(b, dtype=x.dtype)
-    if b > 6:  # as `value_and_jacobian`: keep the program's size independent of b
+    # above 6, one `vmap`ped product keeps the program's size independent of b; the unrolled
+    # products below it were not measured against it when `value_and_jacobian` became one
+    # `jacfwd` at every size (design note 49)
+    if b > 6:
         cols = jax.vmap(lambda e: lin(jnp.broadcast_to(e, x.shape)))(basis)
         return jnp.moveaxis(cols, 0, -1)
     return jnp.stack([lin(jnp.broadcast_to(basis[j], x.shape)) for j in range(b)], axis=-1)

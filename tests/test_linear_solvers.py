@@ -18,11 +18,45 @@ from jaxrigid.linear_solvers import (
     StageJacobian,
     StructureDefault,
     body_blocks,
+    value_and_jacobian,
 )
 from jaxrigid.newton import Newton, default_tolerance
 
 EPS = float(np.finfo(np.float64).eps)
 TOL = default_tolerance(jnp.float64)
+
+# ---------------------------------------------------------------------------------------------
+# Newton's Jacobian: one `jacfwd` at every size
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+def test_value_and_jacobian_is_the_residual_and_its_jacobian(n):
+    """`value_and_jacobian(f, x)` is `(f(x), ∂f/∂x)` with `J[i, j] = ∂fᵢ/∂xⱼ` (not its
+    transpose: the matrix is non-symmetric), the residual traced once, under `jit` and for
+    each member under `vmap`, at the sizes of the closed-form solve (n ≤ 3) and above. For
+    `f(x) = A x + x³/2` the exact Jacobian is `A + diag(3x²/2)`. Tolerances: forward mode
+    forms column j as `A eⱼ + (3x²/2) eⱼ`, sums with one nonzero term, so an entry is off by
+    at most the diagonal's one rounding (2 eps relative, allowing a fused multiply-add); the
+    residual `f(x)` is a sum of n + 1 terms, within the summation bound n·eps·Σ|terms| of
+    NumPy's order."""
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    xs = rng.uniform(-1, 1, (4, n))
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return A @ x + 0.5 * x**3
+
+    r, J = jax.jit(lambda x: value_and_jacobian(f, x))(jnp.asarray(xs[0]))
+    assert len(calls) == 1
+    rs, Js = jax.jit(jax.vmap(lambda x: value_and_jacobian(f, x)))(jnp.asarray(xs))
+    for got_r, got_J, x in [(r, J, xs[0]), *zip(rs, Js, xs)]:
+        np.testing.assert_allclose(np.asarray(got_J), A + np.diag(1.5 * x**2), rtol=2 * EPS)
+        bound = (n + 1) * EPS * (np.abs(A) @ np.abs(x) + 0.5 * np.abs(x) ** 3)
+        assert np.all(np.abs(np.asarray(got_r) - (A @ x + 0.5 * x**3)) <= bound)
+
 
 # ---------------------------------------------------------------------------------------------
 # a coupled nonlinear system of 20 unknowns: dense solvers and Krylov agree, gradients exact

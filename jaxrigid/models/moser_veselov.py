@@ -130,8 +130,10 @@ def cayley_minus_identity(c):
 def moser_veselov_residual(c, inertia, h_momentum):
     """`r(c) = 𝕀c + ½ c × 𝕀c − (1 + |c|²/4) hΠ`: zero iff `W = cay(ĉ)` solves
     `WJ − JWᵀ = hΠ̂` (body form; the spatial form passes `R𝕀Rᵀ` and `hπ`)."""
-    Ic = inertia @ c
-    return Ic + 0.5 * jnp.cross(c, Ic) - (1.0 + 0.25 * jnp.dot(c, c)) * h_momentum
+    # the component algebra: Newton's Jacobian evaluates this batched over its basis, where
+    # `@`, `jnp.cross` and `jnp.dot` are `dot_general`s XLA:CPU does not fuse (design note 49)
+    Ic = _linalg.matvec(inertia, c)
+    return Ic + 0.5 * _linalg.cross(c, Ic) - (1.0 + 0.25 * _linalg.dot(c, c)) * h_momentum
 
 
 def moser_veselov_predictor(inertia, h_momentum):
