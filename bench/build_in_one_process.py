@@ -1,16 +1,18 @@
 """Two commits' build of the same program in ONE process: the direct `simulate` runner (the
-program a concrete call builds: 1024 torque-free members × 1000 steps, final state only) of
-each commit, rebuilt alternately (`jax.clear_caches()`, then trace, lower, compile), the
-minimum and median of `--rounds` each.
+program a concrete call builds: `--members` torque-free members × `--steps` steps, 1024 ×
+1000, the final state only or every `--save-every` steps' state) of each commit, rebuilt
+alternately (`jax.clear_caches()`, then trace, lower, compile), the minimum and median of
+`--rounds` each.
 
 Separate processes (`compare_commits.py`) see this machine's load change between them: two
 runs of the same commit differed by 20–30 % in compile seconds on 2026-12-04. Alternating in
 one process, both commits see the same load, so a change of a few percent shows. Each commit's
 `jaxrigid` package is copied into a temporary folder under its own name (`jaxrigid_old`,
 `jaxrigid_new`; the package imports itself relatively) and imported from there. Writes
-`results/build_in_one_process_<device>.json`.
+`results/build_in_one_process_<device>.json` (`..._every<N>_<device>.json` with `--save-every`).
 
     python bench/build_in_one_process.py --old 85abc01 [--method IMIDM] [--rounds 8]
+    python bench/build_in_one_process.py --old 4f83662 --members 1 --steps 100 --save-every 1
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 from _common import device_tag, log, parser, worktree, write_results
 
 
-def _runner(package: str, method: str, members: int, steps: int):
+def _runner(package: str, method: str, members: int, steps: int, save_every: int):
     """`(runner, args)`: the jitted runner `package`'s `simulate` builds for a concrete call,
     caught as it is called."""
     jr = importlib.import_module(package)
@@ -49,7 +51,7 @@ def _runner(package: str, method: str, members: int, steps: int):
     case = cases.get_case("krysl-torque-free")
     model, state = case.build(case.resolve())
     state = case.perturb(state, np.random.default_rng(0), 0.05, members)
-    jr.simulate(jr.get_method(method), model, state, 0.01, steps, save_every=steps)
+    jr.simulate(jr.get_method(method), model, state, 0.01, steps, save_every=save_every)
     run_program.compiled_runner = build
     return caught[0]
 
@@ -60,8 +62,12 @@ def main():
     p.add_argument("--new", default=None, help="the other commit (default: the working tree)")
     p.add_argument("--method", default="IMIDM")
     p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--members", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--save-every", type=int, default=None, help="default: the end state only")
     args = p.parse_args()
-    members, steps, rounds = (16, 50, 2) if args.quick else (1024, 1000, args.rounds)
+    members, steps, rounds = (16, 50, 2) if args.quick else (args.members, args.steps, args.rounds)
+    save_every = args.save_every or steps
     t0 = time.perf_counter()
 
     import jax
@@ -78,7 +84,7 @@ def main():
                 )
         sys.path.insert(0, f"{tmp}/packages")
         programs = {
-            name: _runner(f"jaxrigid_{name}", args.method, members, steps)
+            name: _runner(f"jaxrigid_{name}", args.method, members, steps, save_every)
             for name in ("old", "new")
         }
         seconds: dict = {name: {"trace": [], "lower": [], "compile": []} for name in programs}
@@ -95,7 +101,7 @@ def main():
                 for stage, s in zip(("trace", "lower", "compile"), (t1 - t, t2 - t1, t3 - t2)):
                     seconds[name][stage].append(s)
     record: dict = {"old": args.old, "new": args.new or "working tree", "method": args.method}
-    record |= {"members": members, "steps": steps, "rounds": rounds}
+    record |= {"members": members, "steps": steps, "save_every": save_every, "rounds": rounds}
     record["seconds"] = {}
     for name, stages in seconds.items():
         totals = [sum(parts) for parts in zip(*stages.values())]
@@ -115,8 +121,12 @@ def main():
             f"new {record['seconds']['new'][f'{stage}_min_seconds']:.3f} s "
             f"(min of {rounds}): {ratio:.3f}"
         )
+    every = f"every{save_every}_" if save_every != steps else ""
     path = write_results(
-        args.out, f"build_in_one_process_{device_tag(quick=args.quick)}.json", record, t0
+        args.out,
+        f"build_in_one_process_{every}{device_tag(quick=args.quick)}.json",
+        record,
+        t0,
     )
     log(f"wrote {path}")
 

@@ -124,7 +124,9 @@ def cayley_minus_identity(c):
     """`cay(ĉ) − 1 = 4/(4 + |c|²)(ĉ + ĉ²/2)`, without rounding `1 + …` (see so3.compose_exp)."""
     k = 4.0 / (4.0 + jnp.sum(c * c, axis=-1))
     C = so3.hat(c)
-    return k[..., None, None] * (C + 0.5 * (C @ C))
+    # `ĉ²` in the component algebra: EM-AVF's residual evaluates this batched over Newton's
+    # Jacobian basis, where `@` is a `dot_general` XLA:CPU does not fuse (design note 49)
+    return k[..., None, None] * (C + 0.5 * _linalg.matmul(C, C))
 
 
 def moser_veselov_residual(c, inertia, h_momentum):
