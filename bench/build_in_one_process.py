@@ -12,7 +12,7 @@ one process, both commits see the same load, so a change of a few percent shows.
 `results/build_in_one_process_<device>.json` (`..._every<N>_<device>.json` with `--save-every`).
 
     python bench/build_in_one_process.py --old 85abc01 [--method IMIDM] [--rounds 8]
-    python bench/build_in_one_process.py --old 4f83662 --members 1 --steps 100 --save-every 1
+    python bench/build_in_one_process.py --old 4f83662 --members 16 --steps 100 --save-every 1
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ CURRENT = linear_solvers.value_and_jacobian
 
 def columns(f, x):
     """The former form: `n` unrolled JVP columns up to 6 unknowns (one linearisation, evaluated
-    once per column)."""
+    once per column); `DenseLU`, which shares the function since note 49, gets them too."""
     if x.shape[0] > 6:
         return CURRENT(f, x)
     r, f_jvp = jax.linearize(f, x)

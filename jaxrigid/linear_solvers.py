@@ -45,7 +45,7 @@ def value_and_jacobian(f, x):
     and batched over the unit vectors, the residual's value carried as its aux (traced once).
     At every size: unrolled JVP columns (one linearisation, then one evaluation of it per
     column) built slower at 6 unknowns (MKRK, BBTRAPWD), and at 3 (IMIDM, IMID, bEM, DMV)
-    built its gradients slower and ran a full Newton's ensemble up to twice as long
+    built the gradients slower and ran a full Newton's ensemble up to twice as long
     (bench/README.md, `newton_jacobian_build.py`; design notes 33 and 49)."""
     J, r = jax.jacfwd(lambda z: (lambda r: (r, r))(f(z)), has_aux=True)(x)
     return r, J

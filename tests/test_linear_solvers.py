@@ -38,8 +38,8 @@ def test_value_and_jacobian_is_the_residual_and_its_jacobian(n):
     `f(x) = A x + x³/2` the exact Jacobian is `A + diag(3x²/2)`. Tolerances: forward mode
     forms column j as `A eⱼ + (3x²/2) eⱼ`, sums with one nonzero term, so an entry is off by
     at most the diagonal's one rounding (2 eps relative, allowing a fused multiply-add); the
-    residual `f(x)` is a sum of n + 1 terms, within the summation bound n·eps·Σ|terms| of
-    NumPy's order."""
+    residual `f(x)` is a sum of n + 1 products, within (n + 1)·eps·Σ|terms| of NumPy's value
+    in any order (n additions and the products' own roundings)."""
     rng = np.random.default_rng(n)
     A = rng.standard_normal((n, n))
     xs = rng.uniform(-1, 1, (4, n))
