@@ -200,10 +200,11 @@ def _diagonal_blocks(lin, x):
     off-diagonal blocks' column j)."""
     b = x.shape[-1]
     basis = jnp.eye(b, dtype=x.dtype)
-    # above 6, one `vmap`ped product keeps the program's size independent of b; the unrolled
-    # products below it were not measured against it when `value_and_jacobian` became one
-    # `jacfwd` at every size (design note 49)
-    if b > 6:
+    # Up to 3 unknowns (the closed-form solve) a product per column: one `vmap`ped product
+    # ran 10⁴–10⁵ bodies' Newton 1.6–1.7× as long at b = 3. Above, one `vmap`ped product: at
+    # b = 4–6 (LU) it ran in 0.81–0.87× the unrolled products' time and compiled no slower
+    # (bench/README.md, `block_columns.py`; design note 50).
+    if b > 3:
         cols = jax.vmap(lambda e: lin(jnp.broadcast_to(e, x.shape)))(basis)
         return jnp.moveaxis(cols, 0, -1)
     return jnp.stack([lin(jnp.broadcast_to(basis[j], x.shape)) for j in range(b)], axis=-1)

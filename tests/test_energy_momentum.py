@@ -111,11 +111,16 @@ def test_theorem_5_1_energy_and_spatial_momentum_to_round_off(standard):
     states = _run(model, state0, 0.05, 1000)
     inv = jax.vmap(model.invariants, in_axes=(None, 0))(0.0, states)
     K0 = float(inv["K"][0])
-    # 1000 steps: relative drift at the level of 1000 roundings (n·eps)
-    assert float(jnp.max(jnp.abs(inv["K"] - K0))) / K0 < 1000 * EPS
+    # Each step conserves K and π up to its own rounding, which does not favour a sign: the
+    # drift is a random walk (K's step changes: std 1.2 eps, mean 0.05 eps, measured), about
+    # 40 eps after 1000 steps (measured 48 for K and 24 for π with XLA's defaults). 10√n eps
+    # = 316 eps is 8 of its standard deviations. A step biased by a third of an eps, one
+    # sign, fails it: the velocity through a rounded 2/h drifted K by 962 eps (design note 51).
+    bound = 10 * np.sqrt(1000) * EPS
+    assert float(jnp.max(jnp.abs(inv["K"] - K0))) / K0 < bound
     pi = jnp.stack([inv[f"pi{i}"] for i in (1, 2, 3)], axis=-1)
     scale = float(jnp.linalg.norm(pi[0]))
-    assert float(jnp.max(jnp.abs(pi - pi[:1]))) / scale < 1000 * EPS
+    assert float(jnp.max(jnp.abs(pi - pi[:1]))) / scale < bound
     # the body tumbles (Π moves a lot in the body), so the conservation is not trivial
     Pi = jnp.stack([inv[f"Pi{i}"] for i in (1, 2, 3)], axis=-1)
     assert float(jnp.max(jnp.abs(Pi - Pi[:1]))) > 0.1 * scale

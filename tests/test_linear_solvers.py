@@ -403,7 +403,7 @@ def test_stage_jacobian_without_a_body_axis_solves_the_same_stages():
 
 @pytest.mark.parametrize("b", [1, 2, 4, 7])
 def test_block_sizes_closed_form_lu_and_vmapped_columns(b):
-    # b ≤ 3 closed form, b > 3 batched LU; b > 6 forms the block columns by a vmap of the JVP.
+    # b ≤ 3 closed form and a JVP per block column; b > 3 batched LU and one vmapped JVP.
     # On an exactly block-diagonal system BlockDiagonal is full Newton: DenseLU's iteration.
     c = jnp.asarray(np.random.default_rng(b).uniform(-1, 1, (20, b)))
 
