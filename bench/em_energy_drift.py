@@ -3,11 +3,13 @@
 
 The energy–momentum scheme keeps `K` and `π` exactly (Gebhardt & Romero, Theorem 5.1), so
 what a float64 run shows is rounding. `EnergyMomentumAVF` on the generic tumbling body of
-tests/test_energy_momentum.py (Δt = 0.05, `--steps`, every state saved), beside the same step
-with the velocity formed as before note 51, `q̇ₙ₊₁ = fl(2/h)·Δq − q̇ₙ` (`RoundedReciprocal`
-below). Both run in one process. For each: the largest `|K − K₀|/K₀` and `|π − π₀|/|π₀|` over
-the run, in eps and in `n·eps`, and the mean and standard deviation of K's change per step,
-in eps. Writes `results/em_energy_drift_<device>.json`.
+tests/test_energy_momentum.py (Δt = 0.05, `--steps`, every state saved), called directly and
+under a caller's `jax.jit` (Δt a constant there, where XLA turns a plain division by it into
+a product with the reciprocal), beside the same step with the velocity formed as before
+note 51, `q̇ₙ₊₁ = fl(2/h)·Δq − q̇ₙ` (`RoundedReciprocal` below). All in one process. For
+each: the largest `|K − K₀|/K₀` and `|π − π₀|/|π₀|` over the run, in eps and in `n·eps`, and
+the mean and standard deviation of K's change per step, in eps. Writes
+`results/em_energy_drift_<device>.json`.
 
     PYTHONPATH=tests python bench/em_energy_drift.py [--steps 100000]
 """
@@ -40,8 +42,11 @@ class RoundedReciprocal(em.EnergyMomentumAVF):
         return D.DirectorState(state.q + dq, (2.0 / dt) * dq - state.v), solver_state, info
 
 
-def drift(method, model, state0, n):
-    sol = jr.simulate(method, model, state0, DT, n)
+def drift(method, model, state0, n, under_jit=False):
+    def run(s):
+        return jr.simulate(method, model, s, DT, n)
+
+    sol = jax.jit(run)(state0) if under_jit else run(state0)
     assert bool(sol.outcome.all_converged)
     inv = jax.vmap(model.invariants, in_axes=(None, 0))(0.0, sol.states)
     K = np.asarray(inv["K"])
@@ -71,8 +76,13 @@ def main():
     model = D.DirectorRigidBody.from_convected(J_GENERIC)
     state0 = D.from_rotation(R0, OMEGA0)
     rows = {}
-    for name, method in (("EM-AVF", em.EnergyMomentumAVF()), ("rounded 2/h", RoundedReciprocal())):
-        rows[name] = drift(method, model, state0, n)
+    runs = (
+        ("EM-AVF", em.EnergyMomentumAVF(), False),
+        ("EM-AVF under a jit", em.EnergyMomentumAVF(), True),
+        ("rounded 2/h", RoundedReciprocal(), False),
+    )
+    for name, method, under_jit in runs:
+        rows[name] = drift(method, model, state0, n, under_jit)
         r = rows[name]
         log(
             f"{name}: max |K - K0|/K0 {r['K_max_drift_eps']:.0f} eps "
