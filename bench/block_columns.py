@@ -1,8 +1,8 @@
 """`BlockDiagonal`'s diagonal blocks by `b` unrolled products or by one `vmap`ped product
 (issue 31; `linear_solvers._diagonal_blocks`).
 
-Newton with `BlockDiagonal()` on N weakly coupled bodies of `b` unknowns each (the residual of
-`newton_block_diagonal.py` and tests/test_linear_solvers.py, widened to `b` components: y +
+Newton with `BlockDiagonal()` on N weakly coupled bodies of `b` unknowns each
+(`newton_block_diagonal.chain_residual`, at `b` components: y +
 0.1 y³ + 0.2 sin(P y) − c + ε (y_{i+1} − y_{i−1}), ε = 1e-3), from y = 0 to convergence, one
 jitted solve. Each round builds both forms afresh (`jax.clear_caches()`, the persistent cache
 off), alternating in one process so that both see the same load: trace, lower + compile,
@@ -24,11 +24,10 @@ enable_x64_for("float64")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from newton_block_diagonal import EPS_COUPLING, chain_residual  # noqa: E402
 
 from jaxrigid import linear_solvers  # noqa: E402
 from jaxrigid.newton import Newton  # noqa: E402
-
-EPS_COUPLING = 1e-3
 
 
 def unrolled(lin, x):
@@ -46,14 +45,6 @@ def vmapped(lin, x):
 
 
 FORMS = {"unrolled": unrolled, "vmap": vmapped}
-
-
-def residual(c, eps=EPS_COUPLING):
-    def r(y):
-        own = y + 0.1 * y**3 + 0.2 * jnp.sin(jnp.roll(y, 1, axis=1)) - c
-        return own + eps * (jnp.roll(y, -1, axis=0) - jnp.roll(y, 1, axis=0))
-
-    return r
 
 
 def measure(form, r, y0):
@@ -92,7 +83,7 @@ def main():
         for b in sizes:
             for n in bodies:
                 c = np.random.default_rng(3).uniform(-1, 1, (n, b))
-                r, y0 = residual(jnp.asarray(c)), jnp.zeros((n, b))
+                r, y0 = chain_residual(jnp.asarray(c)), jnp.zeros((n, b))
                 best = {}
                 for _ in range(rounds):
                     for form in FORMS:

@@ -112,10 +112,10 @@ def test_theorem_5_1_energy_and_spatial_momentum_to_round_off(standard):
     inv = jax.vmap(model.invariants, in_axes=(None, 0))(0.0, states)
     K0 = float(inv["K"][0])
     # Each step conserves K and π up to its own rounding, which does not favour a sign: the
-    # drift is a random walk (K's step changes: std 1.2 eps, mean 0.05 eps, measured), about
+    # drift is a random walk (K's step changes: std 1.2 eps, mean −0.05 eps, measured), about
     # 40 eps after 1000 steps (measured 48 for K and 24 for π with XLA's defaults). 10√n eps
-    # = 316 eps is 8 of its standard deviations. A step biased by a third of an eps, one
-    # sign, fails it: the velocity through a rounded 2/h drifted K by 962 eps (design note 51).
+    # = 316 eps is 8 of its standard deviations. A step biased by half an eps, one sign,
+    # fails it: the velocity through a rounded 2/h drifted K by 962 eps (design note 51).
     bound = 10 * np.sqrt(1000) * EPS
     assert float(jnp.max(jnp.abs(inv["K"] - K0))) / K0 < bound
     pi = jnp.stack([inv[f"pi{i}"] for i in (1, 2, 3)], axis=-1)
