@@ -43,6 +43,7 @@ import jax
 import numpy as np
 
 from . import xla_options
+from ._collector import relaxed_collection
 
 __all__ = ["stored_programs", "call", "call_filtered"]
 
@@ -69,6 +70,7 @@ def stored_programs(key: str, directory: str | os.PathLike | None = None):
         _ACTIVE.reset(token)
 
 
+@relaxed_collection()  # a first call builds: Python's collector made rare (`_collector`)
 def call(fn, name: str, args: tuple):
     """`fn(*args)`, through a stored program inside `stored_programs`, else directly. `fn`
     calls a jitted function; everything it closes over must be determined by the key and

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _checks, _input_checks, results
+from ._collector import relaxed_collection
 from ._run_program import Solution, compiled_runner, fast_then_full
 from .observers import AbstractObserver
 from .results import Outcome, StepFailedError
@@ -44,6 +45,7 @@ class IncompatibleModelError(TypeError):
 # simulate
 
 
+@relaxed_collection()  # its trace: Python's collector made rare (`_collector`)
 def simulate(
     integrator,
     model,

@@ -12,6 +12,7 @@ import pytest
 import xla_settings
 
 import jaxrigid
+from jaxrigid import _collector
 
 # float64 is the reference precision; accidental rank promotion ((3,) + (n, 3)) must fail loudly.
 jax.config.update("jax_enable_x64", True)
@@ -36,6 +37,10 @@ def pytest_configure(config):
         os.environ[_CACHE_ENV] = tempfile.mkdtemp(prefix="jaxrigid-test-xla-")
         os.environ[_OWNED_CACHE] = "1"
     jaxrigid.enable_compilation_cache()
+    # the suite builds thousands of programs, many in its own `jax.jit`s outside the library's
+    # builds: Python's collector made rare for the whole run (`jaxrigid._collector`; measured:
+    # test_contracts.py spent 24.2 s in it, 4.4 s so)
+    gc.set_threshold(*_collector.BUILD_THRESHOLDS)
     if hasattr(config.option, "loadscopereorder"):  # xdist's controller: modules as collected
         config.option.loadscopereorder = False
     config.addinivalue_line(

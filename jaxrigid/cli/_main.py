@@ -9,6 +9,7 @@ import re
 import sys
 from typing import NoReturn
 
+from .._collector import relaxed_collection
 from .._suggest import did_you_mean
 from .control import add_parser as add_control_parser
 from .control import cmd_control
@@ -103,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     commands["control"] = cmd_control
     commands["sweep"] = cmd_sweep
     try:
-        return commands[args.command](args)
+        # a command mostly builds programs, some outside the library's own builds: Python's
+        # collector made rare for all of it (`_collector`)
+        with relaxed_collection():
+            return commands[args.command](args)
     except UsageError as err:
         _error_line(err)
         return 2
