@@ -6,6 +6,8 @@ Newton tolerance (updates ≤ 2e-12 relative, errors after them of its square); 
 to |Π| ≈ 1 (torque-free) or 50 (fast top) covers a few steps of that.
 """
 
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,6 +28,8 @@ from jaxrigid.integrators import (
     ForwardEulerMomentum,
     tableau,
 )
+from jaxrigid.integrators.base import AbstractImplicitIntegrator
+from jaxrigid.lie import so3
 
 TOL = 1e-12
 PROBLEMS = ["krysl-torque-free", "krysl-fast-top"]
@@ -223,3 +227,38 @@ def test_triple_jump_composition_is_fourth_order():
     with pytest.raises(ValueError, match="symmetric"):
         triple_jump(method("BBTRAPWD"))
     assert np.all(np.diff(errors) < 0)
+
+
+@pytest.mark.parametrize("name", TORQUED_METHODS)
+def test_a_torque_free_residual_forms_no_attitude(name, monkeypatch):
+    """An implicit step's residual forms the attitude at its unknown (`R exp(Ψ̂)`, or
+    `R cay(Ψ̂)`) only to evaluate the torque there (`lie_group.torque_at` takes it as a
+    function): for a torque-free body it is not traced, so neither the residual, nor its
+    Jacobian, nor any pass of differentiation carries it as dead code. Counted while the
+    step is traced, as calls from inside a function named `residual`; the fast top's
+    residuals, which need the attitude, show that the count sees them."""
+    calls = []
+
+    def inside_residual():
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_name != "residual":
+            frame = frame.f_back
+        return frame is not None
+
+    for fn in ("compose_exp", "cayley"):
+
+        def counted(*args, _original=getattr(so3, fn), **kwargs):
+            if inside_residual():
+                calls.append(name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(so3, fn, counted)
+    counts = {}
+    for case in PROBLEMS:
+        model, s0 = problem(case)
+        calls.clear()
+        jax.make_jaxpr(lambda s: one_step(method(name), model, s, 0.0, DT[case]))(s0)
+        counts[case] = len(calls)
+    assert counts["krysl-torque-free"] == 0, counts
+    implicit = isinstance(method(name), AbstractImplicitIntegrator)
+    assert (counts["krysl-fast-top"] > 0) == implicit, counts

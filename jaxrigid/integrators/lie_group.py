@@ -41,14 +41,18 @@ turns are redone with the full Rodrigues coefficients (`IMIDM.fast_variant`)."""
 
 
 def torque_at(model, t, R, Pi):
-    """Body torque, or exact zeros without tracing anything for a torque-free body."""
+    """Body torque, or exact zeros without tracing anything for a torque-free body. `R` is
+    the attitude, or a function of no arguments giving it, called only when the body has a
+    torque: an attitude the step forms for the torque alone (`R exp(Ψ̂)`, a Rodrigues
+    product) is then neither traced nor differentiated for a torque-free body."""
     if not model.has_torque:
         return jnp.zeros_like(Pi)
-    return model.body_torque(t, R, Pi)
+    return model.body_torque(t, R() if callable(R) else R, Pi)
 
 
 def _rhs(model, omega, t, R, Pi):
-    """`Π̇ = Π × Ω + T`, `omega` the step's `model.angular_velocity_map()`."""
+    """`Π̇ = Π × Ω + T`, `omega` the step's `model.angular_velocity_map()`; `R` the attitude
+    or a function giving it, as for `torque_at`."""
     return cross(Pi, omega(Pi)) + torque_at(model, t, R, Pi)
 
 
@@ -135,7 +139,7 @@ class BackwardEuler(AbstractImplicitIntegrator):
         R, Pi = state
 
         def residual(Pi1):
-            R1 = rotate_right(R, dt * omega(Pi1))
+            R1 = lambda: rotate_right(R, dt * omega(Pi1))  # noqa: E731 (for a torque only)
             return Pi1 - Pi - dt * _rhs(model, omega, t + dt, R1, Pi1)
 
         Pi1, info = solve_on_branch(
@@ -193,7 +197,7 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
             return (
                 Pi1
                 - so3.rotate_exp(-psi, Pi)
-                - dt * torque_at(model, t + dt, rotate_right(R, psi), Pi1)
+                - dt * torque_at(model, t + dt, lambda: rotate_right(R, psi), Pi1)
             )
 
         Pi1, info = solve_on_branch(
@@ -228,7 +232,7 @@ class TRAP(AbstractImplicitIntegrator):
         R_half = rotate_right(R, psi0, m)
 
         def residual(Pi1):
-            R1 = rotate_right(R_half, h * omega(Pi1), m)
+            R1 = lambda: rotate_right(R_half, h * omega(Pi1), m)  # noqa: E731 (for a torque only)
             return Pi1 - A - h * _rhs(model, omega, t + dt, R1, Pi1)
 
         Pi1, info = solve_on_branch(
@@ -261,7 +265,7 @@ class IMID(AbstractImplicitIntegrator):
         h, m = 0.5 * dt, self.max_angle
 
         def residual(Pi_bar):
-            R_bar = rotate_right(R, h * omega(Pi_bar), m)
+            R_bar = lambda: rotate_right(R, h * omega(Pi_bar), m)  # noqa: E731 (for a torque only)
             return Pi_bar - Pi - h * _rhs(model, omega, t + h, R_bar, Pi_bar)
 
         Pi_bar, info = solve_on_branch(
@@ -299,7 +303,7 @@ class TRAPM(AbstractImplicitIntegrator):
 
         def residual(Pi1):
             psi1 = h * omega(Pi1)
-            T1 = torque_at(model, t + dt, rotate_right(R_half, psi1, m), Pi1)
+            T1 = torque_at(model, t + dt, lambda: rotate_right(R_half, psi1, m), Pi1)
             return Pi1 - so3.rotate_exp(-psi1, A, m) - h * T1
 
         Pi1, info = solve_on_branch(
@@ -365,7 +369,7 @@ class IMIDM(AbstractImplicitIntegrator):
 
         def residual(Pi_bar):
             half_psi = h * omega(Pi_bar)
-            T = torque_at(model, t + h, rotate_right(R, half_psi, m), Pi_bar)
+            T = torque_at(model, t + h, lambda: rotate_right(R, half_psi, m), Pi_bar)
             return Pi_bar - so3.rotate_exp(-half_psi, Pi, m) - h * T
 
         Pi_bar, info = solve_on_branch(

@@ -52,7 +52,7 @@ class SWC1(AbstractImplicitIntegrator):
 
         def residual(Pi1):
             psi = self._psi(omega, Pi, Pi1, dt)
-            T = torque_at(model, t + 0.5 * dt, rotate_right(R, 0.5 * psi), 0.5 * (Pi + Pi1))
+            T = torque_at(model, t + 0.5 * dt, lambda: rotate_right(R, 0.5 * psi), 0.5 * (Pi + Pi1))
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * so3.rotate_exp(-0.5 * psi, T)
 
         Pi1, info = solve_on_branch(
@@ -89,7 +89,7 @@ class AKW(AbstractImplicitIntegrator):
 
         def residual(Pi1):
             Pi_bar = 0.5 * (Pi + Pi1)
-            T1 = torque_at(model, t + dt, R_next(Pi1), Pi1)
+            T1 = torque_at(model, t + dt, lambda: R_next(Pi1), Pi1)
             return Pi1 - Pi - dt * cross(Pi_bar, omega(Pi_bar)) - 0.5 * dt * (T0 + T1)
 
         Pi1, info = solve_on_branch(
@@ -121,7 +121,7 @@ class BBTRAP(AbstractImplicitIntegrator):
 
         def residual(Pi1):
             psi = psi_of(Pi1)
-            T1 = torque_at(model, t + dt, rotate_right(R, psi), Pi1)
+            T1 = torque_at(model, t + dt, lambda: rotate_right(R, psi), Pi1)
             return Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
 
         Pi1, info = solve_on_branch(
@@ -152,7 +152,7 @@ class BBTRAPWD(AbstractImplicitIntegrator):
         def residual(x):
             psi, Pi1 = x[:3], x[3:]
             r_psi = psi - 0.5 * dt * (so3.dexpinv_apply(-psi, omega(Pi1)) + Omega0)
-            T1 = torque_at(model, t + dt, rotate_right(R, psi), Pi1)
+            T1 = torque_at(model, t + dt, lambda: rotate_right(R, psi), Pi1)
             r_pi = Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
             return jnp.concatenate([r_psi, r_pi])
 
