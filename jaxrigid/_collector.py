@@ -14,6 +14,8 @@ caller's afterwards; the collector stays enabled, so a long build still collects
 net allocations, and the whole heap far more rarely). It is used where jaxrigid builds and
 calls its own programs (`simulate`, `program_store.call`), and for the whole process by the
 `jaxrigid` command and the test suite. It changes no number, only when Python frees cycles.
+The thresholds are the process's: where threads build at once, the first to finish gives the
+caller's thresholds back for all of them, which makes the others' builds slower, not wrong.
 """
 
 from __future__ import annotations
