@@ -1,18 +1,20 @@
 """Two commits' build of the same program in ONE process: the direct `simulate` runner (the
-program a concrete call builds: `--members` torque-free members × `--steps` steps, 1024 ×
-1000, the final state only or every `--save-every` steps' state) of each commit, rebuilt
-alternately (`jax.clear_caches()`, then trace, lower, compile), the minimum and median of
-`--rounds` each.
+program a concrete call builds: `--members` members of `--case` (default the torque-free
+body) × `--steps` steps, 1024 × 1000, at `--dt` 0.01, the final state only or every
+`--save-every` steps' state) of each commit, rebuilt alternately (`jax.clear_caches()`, then
+trace, lower, compile), the minimum and median of `--rounds` each.
 
 Separate processes (`compare_commits.py`) see this machine's load change between them: two
 runs of the same commit differed by 20–30 % in compile seconds on 2026-12-04. Alternating in
 one process, both commits see the same load, so a change of a few percent shows. Each commit's
 `jaxrigid` package is copied into a temporary folder under its own name (`jaxrigid_old`,
 `jaxrigid_new`; the package imports itself relatively) and imported from there. Writes
-`results/build_in_one_process_<device>.json` (`..._every<N>_<device>.json` with `--save-every`).
+`results/build_in_one_process_<device>.json` (`..._every<N>_<device>.json` with `--save-every`,
+`..._<case>_<method>_<device>.json` with another `--case`).
 
     python bench/build_in_one_process.py --old 85abc01 [--method IMIDM] [--rounds 8]
     python bench/build_in_one_process.py --old 4f83662 --members 16 --steps 100 --save-every 1
+    python bench/build_in_one_process.py --old 5a5df34 --case krysl-slow-top --method IMIDM
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 from _common import device_tag, log, parser, worktree, write_results
 
 
-def _runner(package: str, method: str, members: int, steps: int, save_every: int):
+def _runner(package: str, args, members: int, steps: int, save_every: int):
     """`(runner, args)`: the jitted runner `package`'s `simulate` builds for a concrete call,
     caught as it is called."""
     jr = importlib.import_module(package)
@@ -48,10 +50,11 @@ def _runner(package: str, method: str, members: int, steps: int, save_every: int
         return call
 
     run_program.compiled_runner = spy
-    case = cases.get_case("krysl-torque-free")
-    model, state = case.build(case.resolve())
+    case = cases.get_case(args.case)
+    method = jr.get_method(args.method, args.family or case.family)
+    model, state = case.build_for(method)(case.resolve())
     state = case.perturb(state, np.random.default_rng(0), 0.05, members)
-    jr.simulate(jr.get_method(method), model, state, 0.01, steps, save_every=save_every)
+    jr.simulate(method, model, state, args.dt, steps, save_every=save_every)
     run_program.compiled_runner = build
     return caught[0]
 
@@ -61,6 +64,9 @@ def main():
     p.add_argument("--old", required=True, help="the commit to compare with")
     p.add_argument("--new", default=None, help="the other commit (default: the working tree)")
     p.add_argument("--method", default="IMIDM")
+    p.add_argument("--case", default="krysl-torque-free", help="the case's model and state")
+    p.add_argument("--family", default=None, help="the method's family (default: the case's)")
+    p.add_argument("--dt", type=float, default=0.01)
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--members", type=int, default=1024)
     p.add_argument("--steps", type=int, default=1000)
@@ -84,7 +90,7 @@ def main():
                 )
         sys.path.insert(0, f"{tmp}/packages")
         programs = {
-            name: _runner(f"jaxrigid_{name}", args.method, members, steps, save_every)
+            name: _runner(f"jaxrigid_{name}", args, members, steps, save_every)
             for name in ("old", "new")
         }
         seconds: dict = {name: {"trace": [], "lower": [], "compile": []} for name in programs}
@@ -101,6 +107,7 @@ def main():
                 for stage, s in zip(("trace", "lower", "compile"), (t1 - t, t2 - t1, t3 - t2)):
                     seconds[name][stage].append(s)
     record: dict = {"old": args.old, "new": args.new or "working tree", "method": args.method}
+    record |= {"case": args.case}
     record |= {"members": members, "steps": steps, "save_every": save_every, "rounds": rounds}
     record["seconds"] = {}
     for name, stages in seconds.items():
@@ -122,9 +129,10 @@ def main():
             f"(min of {rounds}): {ratio:.3f}"
         )
     every = f"every{save_every}_" if save_every != steps else ""
+    case = "" if args.case == "krysl-torque-free" else f"{args.case}_{args.method}_"
     path = write_results(
         args.out,
-        f"build_in_one_process_{every}{device_tag(quick=args.quick)}.json",
+        f"build_in_one_process_{case}{every}{device_tag(quick=args.quick)}.json",
         record,
         t0,
     )

@@ -2,6 +2,7 @@
 ch. 2: symplecticity of one step, quadratic invariants, energy behaviour,
 tableau validation, and ensembles (their measured order: tests/test_order_registry.py)."""
 
+import dataclasses
 import functools
 
 import jax
@@ -256,3 +257,24 @@ def test_next_guess_after_a_failed_step_is_the_mean_slope():
     c, b = tb.GAUSS6.c, tb.GAUSS6.b
     np.testing.assert_allclose(next_slopes(K, c, b, jnp.bool_(False)), np.tile(b @ K, (3, 1)))
     np.testing.assert_allclose(next_slopes(K, c, b, jnp.bool_(True)), extrapolation_matrix(c) @ K)
+
+
+@pytest.mark.parametrize("problem", ["pendulum", "kepler", "galactic-orbit"])
+def test_vector_field_differentiates_h_once(problem):
+    """`HamiltonianSystem.vector_field` is `(∂H/∂p, −∂H/∂q)` — bit for bit the two partial
+    gradients taken apart — from one `grad` of `H`: `H` is traced once per evaluation (two
+    `grad`s traced and transposed it twice, in every stage of every method)."""
+    model, state = build(problem)
+    traced = []
+
+    def H(q, p, params, _original=model.hamiltonian):
+        traced.append(1)
+        return _original(q, p, params)
+
+    counted = dataclasses.replace(model, hamiltonian=H)
+    jax.make_jaxpr(lambda s: counted.vector_field(0.0, s))(state)
+    assert len(traced) == 1
+    both = jax.jit(lambda m, s: (m.vector_field(0.0, s), m.grad_p(*s), m.grad_q(*s)))
+    field, H_p, H_q = both(model, state)
+    np.testing.assert_array_equal(field.q, H_p)
+    np.testing.assert_array_equal(field.p, -H_q)

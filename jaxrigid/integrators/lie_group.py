@@ -5,7 +5,8 @@ P. Krysl, "Dynamically equivalent implicit algorithms for the integration of rig
 rotations", Commun. Numer. Meth. Engng (2007). Equation numbers below are the paper's.
 
 All act on `RigidBodyState(R, Pi)` of a `RigidBody`. Each implicit step is a 3×3 Newton solve
-started from an explicit second-order Lie predictor (`midpoint_predictor`), so the
+started from an explicit Lie predictor (`midpoint_predictor` for an end momentum,
+`half_step_predictor` for IMID's and IMIDM's midpoint one), so the
 root Newton lands on is the one continuous in Δt whenever the predictor is within Newton's
 basin of it; `StepInfo` reports every step where the solve did not converge.
 
@@ -92,12 +93,17 @@ def _carry(integrator, state, solver_state):
     return state, solver_state
 
 
+def half_step_predictor(model, omega, t, R, Pi, dt):
+    """`Π(t + Δt/2)` by an explicit Euler half step (first order): the midpoint methods' guess."""
+    return Pi + 0.5 * dt * _rhs(model, omega, t, R, Pi)
+
+
 def midpoint_predictor(model, omega, t, R, Pi, dt):
-    """Explicit midpoint Lie step (second order): returns `(Π(t + Δt/2), Π(t + Δt))`."""
-    Pi_half = Pi + 0.5 * dt * _rhs(model, omega, t, R, Pi)
+    """`Π(t + Δt)` by the explicit midpoint Lie step (second order). (Separate from
+    `half_step_predictor` so that a method guessing `Π(t + Δt/2)` does not trace this.)"""
+    Pi_half = half_step_predictor(model, omega, t, R, Pi, dt)
     R_half = rotate_right(R, 0.5 * dt * omega(Pi)) if model.has_torque else R
-    Pi_end = Pi + dt * _rhs(model, omega, t + 0.5 * dt, R_half, Pi_half)
-    return Pi_half, Pi_end
+    return Pi + dt * _rhs(model, omega, t + 0.5 * dt, R_half, Pi_half)
 
 
 # ----------------------------------------------------------------------------------------
@@ -143,7 +149,7 @@ class BackwardEuler(AbstractImplicitIntegrator):
             return Pi1 - Pi - dt * _rhs(model, omega, t + dt, R1, Pi1)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt), Pi
         )
         return RigidBodyState(rotate_right(R, dt * omega(Pi1)), Pi1), solver_state, info
 
@@ -201,7 +207,7 @@ class BackwardEulerMomentum(AbstractImplicitIntegrator):
             )
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt), Pi
         )
         return RigidBodyState(rotate_right(R, dt * omega(Pi1)), Pi1), solver_state, info
 
@@ -236,7 +242,7 @@ class TRAP(AbstractImplicitIntegrator):
             return Pi1 - A - h * _rhs(model, omega, t + dt, R1, Pi1)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt), Pi
         )
         psi1 = h * omega(Pi1)
         return (
@@ -269,7 +275,7 @@ class IMID(AbstractImplicitIntegrator):
             return Pi_bar - Pi - h * _rhs(model, omega, t + h, R_bar, Pi_bar)
 
         Pi_bar, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[0], Pi
+            self.newton, residual, half_step_predictor(model, omega, t, R, Pi, dt), Pi
         )
         psi = dt * omega(Pi_bar)
         # Π_n = Π_{n−1} − Δt Ω̄×Π̄ + Δt T_{n−1/2} = 2Π̄ − Π_{n−1} by (15).
@@ -307,7 +313,7 @@ class TRAPM(AbstractImplicitIntegrator):
             return Pi1 - so3.rotate_exp(-psi1, A, m) - h * T1
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt), Pi
         )
         psi1 = h * omega(Pi1)
         return (
@@ -373,7 +379,7 @@ class IMIDM(AbstractImplicitIntegrator):
             return Pi_bar - so3.rotate_exp(-half_psi, Pi, m) - h * T
 
         Pi_bar, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[0], Pi
+            self.newton, residual, half_step_predictor(model, omega, t, R, Pi, dt), Pi
         )
         half_psi = h * omega(Pi_bar)
         psi = 2.0 * half_psi

@@ -56,7 +56,7 @@ class SWC1(AbstractImplicitIntegrator):
             return Pi1 - so3.rotate_exp(-psi, Pi) - dt * so3.rotate_exp(-0.5 * psi, T)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt), Pi
         )
         return (
             RigidBodyState(rotate_right(R, self._psi(omega, Pi, Pi1, dt)), Pi1),
@@ -93,7 +93,7 @@ class AKW(AbstractImplicitIntegrator):
             return Pi1 - Pi - dt * cross(Pi_bar, omega(Pi_bar)) - 0.5 * dt * (T0 + T1)
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt), Pi
         )
         return RigidBodyState(R_next(Pi1), Pi1), solver_state, info
 
@@ -125,7 +125,7 @@ class BBTRAP(AbstractImplicitIntegrator):
             return Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
 
         Pi1, info = solve_on_branch(
-            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt)[1], Pi
+            self.newton, residual, midpoint_predictor(model, omega, t, R, Pi, dt), Pi
         )
         return RigidBodyState(rotate_right(R, psi_of(Pi1)), Pi1), solver_state, info
 
@@ -156,7 +156,7 @@ class BBTRAPWD(AbstractImplicitIntegrator):
             r_pi = Pi1 - so3.rotate_exp(-psi, A) - 0.5 * dt * T1
             return jnp.concatenate([r_psi, r_pi])
 
-        Pi_pred = midpoint_predictor(model, omega, t, R, Pi, dt)[1]
+        Pi_pred = midpoint_predictor(model, omega, t, R, Pi, dt)
         guess = jnp.concatenate([0.5 * dt * (Omega0 + omega(Pi_pred)), Pi_pred])
         x, info = solve_on_branch(
             self.newton, residual, guess, jnp.concatenate([jnp.zeros_like(Pi), Pi])
