@@ -3,7 +3,9 @@ u = 0; the unreduced Lagrange–d'Alembert model) over 10⁵ steps: energy bound
 |q| = 1 to round-off; the centre's height exact.
 
 RKMK8 at h = 0.01 keeps the energy (E₀ = 12.8) to round-off over the whole run (measured max
-|E − E₀| 5.5e-14, 3.0e-14 in the first tenth and 4.1e-14 in the last). RKMK4 is not
+|E − E₀| 5.5e-14, 3.0e-14 in the first tenth and 4.1e-14 in the last; on an AMD EPYC, whose
+XLA build rounds differently, 1.42e-13, growing linearly from 1.4e-14 after the first tenth:
+a bias of that build's rounding, 5e-4 ulp of E₀ per step, 2.7e-7 of RKMK4's drift). RKMK4 is not
 structure-preserving: its energy error grows linearly (measured 2.7e-7 after the first tenth of
 10⁵ steps, 2.7e-6 at the end), which is why the drift test below also runs it, as the negative
 control that shows the test can see a drift.
@@ -34,13 +36,12 @@ def _energy_errors(integrator, n_steps, save_every):
 @pytest.mark.xla_defaults
 def test_rkmk8_keeps_the_energy_to_round_off_over_1e5_steps():
     """Bound 2e-13 absolute (E₀ = 12.8, so 1.6e-14 relative, ~70 eps): the measured 5.5e-14
-    is round-off; an O(h⁸) error or a drift of RKMK4's kind (2.7e-6) would fail it. The last
-    tenth's error is no larger than 3× the first tenth's (round-off does not grow: measured
-    ratio 1.35)."""
+    (1.42e-13 on an AMD EPYC) is round-off; an O(h⁸) error or a drift of RKMK4's kind (2.7e-6)
+    would fail it. Not asserted: that the round-off does not grow. It did not in one build
+    (last tenth / first tenth 1.35) and grew linearly in another (10: the module's docstring),
+    so that ratio is the rounding of a build, not a property of the method."""
     sol, dE, _ = _energy_errors(RKMK8(), 100_000, 100)
     assert dE.max() < 2e-13, dE.max()
-    tenth = len(dE) // 10
-    assert dE[-tenth:].max() <= 3.0 * dE[: tenth + 1].max(), (dE[:tenth].max(), dE[-tenth:].max())
     q_norm = jnp.linalg.norm(sol.states.q, axis=-1)
     assert float(jnp.max(jnp.abs(q_norm - 1))) < 1e-13  # measured 8.4e-15
     assert float(jnp.ptp(sol.states.x[..., 2])) == 0.0  # ẋ₃ = 0 exactly: x₃ = r to the bit
@@ -50,7 +51,9 @@ def test_rkmk8_keeps_the_energy_to_round_off_over_1e5_steps():
 @pytest.mark.slow
 def test_rkmk4_energy_error_drifts_linearly():
     """The negative control: over 10⁵ steps the last tenth's energy error is ≥ 5× the first
-    tenth's (measured ≈ 10×, linear in t); the window test above would catch this."""
+    tenth's (measured ≈ 10×, linear in t, to 2.7e-6); the bound of the test above would catch
+    this. (RKMK8's round-off grew as linearly on one build: that ratio alone does not tell a
+    method's drift from a build's rounding bias; its size does.)"""
     _, dE, _ = _energy_errors(RKMK4(), 100_000, 100)
     tenth = len(dE) // 10
     assert dE[-tenth:].max() >= 5.0 * dE[: tenth + 1].max(), (dE[:tenth].max(), dE[-tenth:].max())
