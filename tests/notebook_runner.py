@@ -17,8 +17,9 @@ with XLA's defaults as a reader runs them: `python tests/notebook_runner.py note
 executes and saves one. `assert_outputs_match` compares the saved outputs with a fresh run's:
 the same kinds of outputs per cell, every figure (not its pixels), and the texts with their
 numbers to `RTOL`; a cell tagged `roundoff` or `chaotic` (its metadata's tags) compares its
-numbers more loosely, for the reasons given at `ROUNDOFF_FACTOR` and `CHAOTIC_FACTOR`, and
-one tagged `optimised` only its outputs' kinds, figures and lines (at `optimised`). A
+numbers more loosely, for the reasons given at `ROUNDOFF_FACTOR` and `CHAOTIC_FACTOR`, one
+tagged `machine` its words but not its numbers (at `machine`), and one tagged `optimised`
+only its outputs' kinds, figures and lines (at `optimised`). A
 notebook must not print timings (they would differ at every run); a progress bar's clock and a
 temporary directory's name are left out of the comparison.
 """
@@ -132,6 +133,12 @@ ROUNDOFF_FLOOR = 1e-12
 # (the methods' names, "reproduced") carry and which must not change; the numbers must agree
 # within this factor (and in sign).
 CHAOTIC_FACTOR = 2.0
+# A cell tagged `machine` prints numbers of a chaotic run that differ between machines beyond
+# any factor: XLA compiles for the host's CPU, and the chain notebook's runs, saved with XLA's
+# defaults on one machine, rounded otherwise on an AMD EPYC (2026-12-04), where the
+# fitted energy drift of a bounded error, a slope of noise, moved from -1.4e-8 to -3.8e-8.
+# Such a cell's words are compared, and with them the count and places of its numbers, but
+# not their values; what the numbers must satisfy the cell asserts itself.
 # A cell tagged `optimised` prints what an optimiser reached (the control notebook's efforts,
 # misses, feasible starts, and what follows from the optimum): the optimiser's path depends on
 # rounding — between XLA's two builds the avoid-obstacles effort moved from 4.974 to 4.914 and
@@ -169,13 +176,18 @@ def _words(text: str) -> str:
     return re.sub(r"[ \t]+", " ", NUMBER.sub("#", text))
 
 
-def _text_mismatch(saved: str, fresh: str, roundoff: bool, chaotic: bool) -> str | None:
-    """Why two text outputs differ (their words, their count of numbers, or a number), or None."""
+def _text_mismatch(
+    saved: str, fresh: str, roundoff: bool, chaotic: bool, machine: bool = False
+) -> str | None:
+    """Why two text outputs differ (their words, their count of numbers, or a number), or None;
+    `machine`: the words only."""
     if _words(saved) != _words(fresh):
         for old, new in zip(saved.splitlines(), fresh.splitlines()):
             if _words(old) != _words(new):
                 return f"the text differs:\n  saved: {old}\n  fresh: {new}"
         return f"the text differs in its lines:\n  saved: {saved!r}\n  fresh: {fresh!r}"
+    if machine:
+        return None
     for old, new in zip(NUMBER.findall(saved), NUMBER.findall(fresh)):
         if not numbers_agree(old, new, roundoff, chaotic):
             line = next(x for x in saved.splitlines() if old in x)
@@ -235,7 +247,7 @@ def assert_outputs_match(saved, fresh) -> None:
                     problems.append(f"{where}: {lines[0]} text lines saved, {lines[1]} now")
                 continue
             for x, y in zip(_texts(a), _texts(b)):
-                why = _text_mismatch(x, y, "roundoff" in tags, "chaotic" in tags)
+                why = _text_mismatch(x, y, "roundoff" in tags, "chaotic" in tags, "machine" in tags)
                 if why:
                     problems.append(f"{where}: {why}")
     assert not problems, "\n".join(problems)

@@ -112,6 +112,21 @@ def test_an_optimised_cell_is_compared_by_its_lines(saved):
         assert_outputs_match(saved, fresh)
 
 
+def test_a_machine_cell_is_compared_by_its_words(saved):
+    """A cell tagged `machine` passes with any numbers in the places of its numbers, and fails
+    with a changed word."""
+    saved, fresh = copy.deepcopy(saved), copy.deepcopy(saved)
+    cell, output = _with_text(fresh)
+    old_cell = next(c for c in saved.cells if c.source == cell.source)
+    old_cell.metadata["tags"] = [*old_cell.metadata.get("tags", []), "machine"]
+    output["text"] = NUMBER.sub("-7.5e+03", output["text"])
+    assert_outputs_match(saved, fresh)
+    first = next(ch for ch in output["text"] if ch.isalpha())
+    output["text"] = output["text"].replace(first, "Z" if first != "Z" else "Y", 1)
+    with pytest.raises(AssertionError, match="text differs"):
+        assert_outputs_match(saved, fresh)
+
+
 def test_numbers_agree():
     assert numbers_agree("0.238117", "0.238117", roundoff=False)
     assert numbers_agree("1.234", "1.235", roundoff=False)  # a rounding boundary: one unit
