@@ -131,6 +131,18 @@ class Newton(eqx.Module):
         **Raises:** `ValueError` when `residual`'s output does not match `guess` or the
         `linear_solver` cannot lay the unknowns out (see its docstring).
         """
+        x, info, _ = self.solve_with_curvature(residual, guess)
+        return x, info
+
+    def solve_with_curvature(self, residual, guess):
+        """`solve`, and the curvature Newton saw: `κ = max |Δxₖ| / |Δxₖ₋₁|²` over the updates
+        `k ≥ 1` that did not meet the tolerance (max-norms; 0 when there were none). Full
+        Newton contracts as `|Δxₖ| ≈ (βγ/2)|Δxₖ₋₁|²` (`β = |J⁻¹|`, `γ` the Lipschitz constant
+        of `J`), so `2κ` estimates the Kantorovich constant `βγ` near the root: Newton from a
+        point `y` converges to the root `x` when `βγ|x − y| ≤ 1/2`, and no other root is
+        within `1/(βγ)` of it. The chord iteration contracts linearly, and its `κ` is an
+        overestimate. Returns `(x, NewtonInfo, κ)`; `solve_on_branch` uses `κ`.
+        """
         struct = jax.tree.structure(guess), [jnp.shape(leaf) for leaf in jax.tree.leaves(guess)]
         solver = self.linear_solver
         x0, to_array, from_array = solver.layout(guess)
@@ -155,7 +167,7 @@ class Newton(eqx.Module):
         f_closed, consts = _closure_convert(f, x0)
         x, aux = _implicit_root(f_closed, self, solver, (rtol, atol), x0, consts)
         info = NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2].astype(jnp.int32))
-        return from_array(x), info
+        return from_array(x), info, aux[3]
 
 
 def _closure_convert(f, x):
@@ -174,11 +186,12 @@ def _closure_convert(f, x):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2, 3))
 def _implicit_root(f, newton, solver, tolerances, x0, consts):
     """The Newton iteration on `f(x, *consts) = 0` from `x0`: `(x, aux)`, aux the floats
-    (iterations, residual, result). Differentiated by the implicit function theorem
-    (`_implicit_root_jvp`), never through the loop. A `custom_jvp` rather than
-    `lax.custom_root`: its rule is traced only when a derivative is taken, where `custom_root`
-    traces the residual's linearisation and the tangent solve into every program, a large
-    part of an implicit step's trace time (bench/README.md, `compile_cost.py`'s profile)."""
+    (iterations, residual, result, curvature). Differentiated by the implicit
+    function theorem (`_implicit_root_jvp`), never through the loop. A `custom_jvp` rather
+    than `lax.custom_root`: its rule is traced only when a derivative is taken, where
+    `custom_root` traces the residual's linearisation and the tangent solve into every
+    program, a large part of an implicit step's trace time (bench/README.md,
+    `compile_cost.py`'s profile)."""
     rtol, atol = tolerances
     return _newton_loop(
         lambda z: f(z, *consts), x0, rtol, atol, newton.max_steps, newton.chord, newton.peel, solver
@@ -214,11 +227,11 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         return r, dx
 
     def cond(carry):
-        k, _, _, _, done, _ = carry
+        k, _, _, _, done, _, _ = carry
         return (k < max_steps) & ~done
 
     def body(carry, r=None):
-        k, x, _, size_prev, _, diverged_before = carry
+        k, x, _, size_prev, _, diverged_before, curvature = carry
         r, dx = update(x, r)
         x_new = x + dx
         res, size = norm(r), norm(dx)
@@ -226,7 +239,11 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         small = size <= atol + rtol * norm(x_new)
         diverged = (k >= 1) & (size > 2.0 * size_prev) & ~small
         done = small | ~finite | diverged
-        return k + 1, x_new, res, size, done, diverged_before | diverged
+        # max |Δxₖ|/|Δxₖ₋₁|² over the updates that did not meet the tolerance (a smaller
+        # one is round-off, not the quadratic term); 0 for the first (size_prev = inf)
+        ratio = jnp.where(small, 0, size / size_prev**2)
+        curvature = jnp.maximum(curvature, ratio)
+        return k + 1, x_new, res, size, done, diverged_before | diverged, curvature
 
     def masked_body(carry):
         # An iteration outside the loop: a no-op once the loop would have stopped.
@@ -234,7 +251,8 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         return jax.tree.map(lambda new, old: jnp.where(go, new, old), body(carry), carry)
 
     inf = jnp.asarray(jnp.inf, dtype)
-    carry = tied((jnp.int32(0), x0, inf, inf, jnp.bool_(False), jnp.bool_(False)))
+    zero = jnp.zeros((), dtype)
+    carry = tied((jnp.int32(0), x0, inf, inf, jnp.bool_(False), jnp.bool_(False), zero))
     if peel >= max_steps:  # no loop (a fusion barrier) and no masks: max_steps plain updates
         for i in range(max_steps):
             carry = body(carry, r0 if i == 0 else None)  # chord: f(x0) came with J0
@@ -242,7 +260,7 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         for _ in range(peel):
             carry = masked_body(carry)
         carry = lax.while_loop(cond, body, carry)
-    k, x, res, size, _, diverged = carry
+    k, x, res, size, _, diverged, curvature = carry
     finite = jnp.isfinite(norm(x)) & jnp.isfinite(res)
     small = size <= atol + rtol * norm(x)
     result = jnp.where(
@@ -254,4 +272,4 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
             jnp.where(diverged, code(RESULTS.diverged), code(RESULTS.max_steps_reached)),
         ),
     )
-    return x, jnp.stack([k.astype(dtype), res, result.astype(dtype)])
+    return x, jnp.stack([k.astype(dtype), res, result.astype(dtype), curvature])
