@@ -115,6 +115,23 @@ def _finite(state):
     return functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(x)) for x in leaves])
 
 
+def _check_step_types(integrator, state, new_state) -> None:
+    """At trace time: a step returns its state in the state's dtypes and shapes. A model's
+    function that computes in another dtype (a float64 constant beside a float32 state) would
+    otherwise surface as the loop's carry mismatch, naming no field."""
+    for (path, a), b in zip(
+        jax.tree_util.tree_flatten_with_path(state)[0], jax.tree_util.tree_leaves(new_state)
+    ):
+        if (jnp.shape(a), jnp.result_type(a)) != (jnp.shape(b), jnp.result_type(b)):
+            field = jax.tree_util.keystr(path, simple=True, separator=".")
+            raise TypeError(
+                f"{integrator.name}'s step returned {field} as {jnp.result_type(b)}"
+                f"{list(jnp.shape(b))} for a state's {jnp.result_type(a)}{list(jnp.shape(a))}: "
+                "the model's functions (torque, potential, force, ...) must compute in the "
+                "state's dtype (e.g. constants as jnp.asarray(c, x.dtype))"
+            )
+
+
 def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec, members):
     """The run for `spec = (n_save, save_every, checkpoint)`: `n_save` segments of
     `save_every` steps (a static count: a scan, checkpointed; a traced one: a loop), each
@@ -155,6 +172,7 @@ def _run_one(integrator, observer, save, model, state0, obs0, ss0, t0, dt, spec,
         def member(m, c):
             s, ss, acc, obs = c
             s1, ss1, info = integrator.step(m, s, ss, t, h)
+            _check_step_types(integrator, s, s1)
             if not integrator.implicit:
                 # an explicit step has no solve to report a NaN or inf: never accepted
                 # silently. An implicit step's Newton reports non-finite iterates and

@@ -93,3 +93,21 @@ def test_a_torque_of_the_wrong_shape_is_named(body):
         jax.vmap(lambda s: jr.simulate(jr.IMIDM(), wrong, s, 0.01, 2).final_state)(states)
     right = jr.RigidBody(model.inertia, torque=lambda t, R, Pi: 0.1 * Pi)
     assert np.isfinite(jr.simulate(jr.IMIDM(), right, state0, 0.01, 2).final_state.Pi).all()
+
+
+def test_a_model_function_in_another_dtype_is_named(body):
+    """A float32 state whose torque computes in float64 (a constant built without the
+    state's dtype) is named at trace time, the field and both dtypes; it was the loop's
+    "carry input and carry output must have equal types", naming no field of ours."""
+    model, state0 = body
+    f32 = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), (model, state0))
+    ramp = jr.RigidBody(f32[0].inertia, torque=lambda t, R, Pi: jnp.array([0.0, 3.0, 0.0]) * t)
+    message = (
+        r"IMIDM's step returned R as float64\[3, 3\] for a state's float32\[3, 3\]: the "
+        r"model's functions \(torque, potential, force, ...\) must compute in the state's dtype"
+    )
+    with pytest.raises(TypeError, match=message):
+        jr.simulate(jr.IMIDM(), ramp, f32[1], 0.01, 2)
+    with pytest.raises(TypeError, match=message):  # an ensemble: one member's shapes
+        states = jax.tree.map(lambda x: jnp.stack([x, x]), f32[1])
+        jr.simulate(jr.IMIDM(), ramp, states, 0.01, 2)
