@@ -234,9 +234,9 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         k, x, _, size_prev, _, diverged_before, curvature = carry
         r, dx = update(x, r)
         x_new = x + dx
-        res, size = norm(r), norm(dx)
-        finite = jnp.isfinite(norm(x_new)) & jnp.isfinite(res)
-        small = size <= atol + rtol * norm(x_new)
+        res, size, scale = norm(r), norm(dx), norm(x_new)
+        finite = jnp.isfinite(scale) & jnp.isfinite(res)
+        small = size <= atol + rtol * scale
         diverged = (k >= 1) & (size > 2.0 * size_prev) & ~small
         done = small | ~finite | diverged
         # max |Δxₖ|/|Δxₖ₋₁|² over the updates that did not meet the tolerance (a smaller
@@ -261,8 +261,9 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
             carry = masked_body(carry)
         carry = lax.while_loop(cond, body, carry)
     k, x, res, size, _, diverged, curvature = carry
-    finite = jnp.isfinite(norm(x)) & jnp.isfinite(res)
-    small = size <= atol + rtol * norm(x)
+    scale = norm(x)
+    finite = jnp.isfinite(scale) & jnp.isfinite(res)
+    small = size <= atol + rtol * scale
     result = jnp.where(
         ~finite,
         code(RESULTS.nonfinite),
