@@ -11,7 +11,8 @@ persistent cache can keep the program; `"raise"`, simulate's default under a cal
 is never cached: set `JAXRIGID_BENCH_CHECKS=raise` to measure it).
 
 * `forward`: the torque-free body (`_harness.TorqueFree`), `members` members, default
-  `IMIDM()`, end state only; diffrax Tsit5 and RK4 with `ConstantStepSize` (and Tsit5 with
+  `IMIDM()` and `IMIDM(fast_path=False)` (`IMIDM_full`: one program inside the caller's `jit`
+  where the default builds two), end state only; diffrax Tsit5 and RK4 with `ConstantStepSize` (and Tsit5 with
   `PIDController(1e-8, 1e-8)`, supplementary), `jax.vmap(diffeqsolve)` (`_harness`'s runner).
 * `forward_direct`: the same ensemble, `simulate(IMIDM(), ...)` called directly, as the
   README's examples do (it builds its own programs: the fast form, and the full method's only
@@ -137,6 +138,14 @@ def forward(members, steps, dt):
             jaxrigid_runner(problem, jaxrigid.IMIDM(), dt, steps, checks=CHECKS),
             xs,
             "jax.jit(simulate(IMIDM(), ...)) of (R, Pi), " + what,
+        ),
+        Entry(  # one program where the default builds two under a caller's jit
+            "IMIDM_full",
+            "jaxrigid",
+            "forward",
+            jaxrigid_runner(problem, jaxrigid.IMIDM(fast_path=False), dt, steps, checks=CHECKS),
+            xs,
+            "jax.jit(simulate(IMIDM(fast_path=False), ...)) of (R, Pi), " + what,
         ),
         Entry(
             "diffrax_Tsit5",
