@@ -12,8 +12,9 @@ is never cached: set `JAXRIGID_BENCH_CHECKS=raise` to measure it).
 
 * `forward`: the torque-free body (`_harness.TorqueFree`), `members` members, default
   `IMIDM()` and `IMIDM(fast_path=False)` (`IMIDM_full`: one program inside the caller's `jit`
-  where the default builds two), end state only; diffrax Tsit5 and RK4 with `ConstantStepSize` (and Tsit5 with
-  `PIDController(1e-8, 1e-8)`, supplementary), `jax.vmap(diffeqsolve)` (`_harness`'s runner).
+  where the default builds two), end state only; diffrax Tsit5 and RK4 with
+  `ConstantStepSize` (and Tsit5 with `PIDController(1e-8, 1e-8)`, supplementary),
+  `jax.vmap(diffeqsolve)` (`_harness`'s runner).
 * `forward_direct`: the same ensemble, `simulate(IMIDM(), ...)` called directly, as the
   README's examples do (it builds its own programs: the fast form, and the full method's only
   where a member needs it), beside the same diffrax peers, in a worker of its own.
@@ -27,7 +28,8 @@ is never cached: set `JAXRIGID_BENCH_CHECKS=raise` to measure it).
   with `PIDController(rtol = atol = 1e-10)`, vmapped.
 * `dla_midpoint`: `rolling-ball-passive` (the unreduced ball, masses free on their rails), one
   trajectory, `DLA-midpoint` (`MidpointDLA`) against diffrax RK4 on the model's
-  `vector_field`.
+  `vector_field`. `dla_midpoint_quick`: the same under `jax.jit(...,
+  compiler_options=jaxrigid.quick_build_options("repeated"))`, as the docs tell a caller.
 """
 
 from __future__ import annotations
@@ -363,7 +365,7 @@ def lp_split(members, steps, dt):
 # 5. The DLA midpoint method on the unreduced (passive) rolling ball, forward.
 
 
-def dla_midpoint(members, steps, dt):
+def dla_midpoint(members, steps, dt, compiler_options=None):
     case = get_case("rolling-ball-passive")
     model, s0 = case.build(case.resolve({}))
     what = f"rolling-ball-passive, one trajectory, {steps} steps, dt {dt}, end state only"
@@ -380,14 +382,15 @@ def dla_midpoint(members, steps, dt):
         sol = _solve(term, RK4(), state, None, steps * dt, dt, steps + 16)
         return type(state)(*_last(tuple(sol.ys)))
 
+    how = "" if compiler_options is None else ', compiler_options=quick_build_options("repeated")'
     return [
         Entry(
-            "DLA-midpoint",
+            "DLA-midpoint" + ("" if compiler_options is None else "_quick"),
             "jaxrigid",
             "forward",
-            jax.jit(jaxrigid_fn),
+            jax.jit(jaxrigid_fn, compiler_options=compiler_options),
             (s0,),
-            "jax.jit(simulate(MidpointDLA(), ...)), " + what,
+            f"jax.jit(simulate(MidpointDLA(), ...){how}), " + what,
         ),
         Entry(
             "diffrax_RK4",
@@ -398,6 +401,13 @@ def dla_midpoint(members, steps, dt):
             "diffeqsolve(RK4 tableau, ConstantStepSize) on model.vector_field, " + what,
         ),
     ]
+
+
+def dla_midpoint_quick(members, steps, dt):
+    """`dla_midpoint` as its docs tell a caller to build it under their own `jit`:
+    `jax.jit(f, compiler_options=jaxrigid.quick_build_options("repeated"))`, the options
+    `simulate` uses for it when it builds the program itself (in its own worker)."""
+    return dla_midpoint(members, steps, dt, jaxrigid.quick_build_options("repeated"))
 
 
 def dla_midpoint_direct(members, steps, dt):
@@ -423,5 +433,6 @@ PROGRAMS = {
     "rolling_ball": rolling_ball,
     "lp_split": lp_split,
     "dla_midpoint": dla_midpoint,
+    "dla_midpoint_quick": dla_midpoint_quick,
     "dla_midpoint_direct": dla_midpoint_direct,
 }

@@ -16,6 +16,7 @@ TARGETS = [
     ("rolling_ball", "gradient", "RKMK4", "build_seconds", "diffrax_RK4", 1.5),
     ("lp_split", "forward", "LP-split:yoshida6", "build_seconds", "diffrax_Dopri8", 2.0),
     ("dla_midpoint", "forward", "DLA-midpoint", "build_seconds", None, 5.0),
+    ("dla_midpoint_quick", "forward", "DLA-midpoint_quick", "build_seconds", None, 5.0),
     ("dla_midpoint_direct", "forward", "DLA-midpoint_direct", "build_seconds", None, 5.0),
 ]
 

@@ -8,8 +8,10 @@ IMIDM against diffrax Tsit5/RK4 with `RecursiveCheckpointAdjoint`; each with its
 `rolling_ball` (the gradient through the two-circles ball, RKMK4 against diffrax RK4 on the
 same vector field), `lp_split` (`LP-split:yoshida6` on the Coulomb wall against diffrax
 Dopri8), `dla_midpoint` (`DLA-midpoint` on the passive unreduced ball, diffrax RK4 beside
-it) and `dla_midpoint_direct` (the same with `simulate` called directly, built with the
-method's `build_profile`); `cli` is `jaxrigid run krysl-torque-free --json`.
+it), `dla_midpoint_quick` (the same under a caller's `jit` with the quick build's
+`"repeated"` options, as the docs advise) and `dla_midpoint_direct` (the same with
+`simulate` called directly, built with the method's `build_profile`); `cli` is `jaxrigid
+run krysl-torque-free --json`.
 
 **How.** Each program runs in its own worker process (`--worker NAME`), its jaxrigid programs
 and their diffrax peers side by side: one throw-away compile first (so that no entry pays for
@@ -46,7 +48,7 @@ from _compile_report import PHASES, _f, _ratio, print_tables, ratios, targets
 
 ALL = (
     "forward", "forward_direct", "gradient", "rolling_ball", "lp_split", "dla_midpoint",
-    "dla_midpoint_direct", "cli",
+    "dla_midpoint_quick", "dla_midpoint_direct", "cli",
 )  # fmt: skip
 
 p = common.parser(__doc__)
