@@ -134,7 +134,7 @@ class Newton(eqx.Module):
         x, info, _ = self.solve_with_curvature(residual, guess)
         return x, info
 
-    def solve_with_curvature(self, residual, guess):
+    def solve_with_curvature(self, residual, guess, *, first_iterate: bool = False):
         """`solve`, and the curvature Newton saw: `κ = max |Δxₖ| / |Δxₖ₋₁|²` over the updates
         `k ≥ 1` that did not meet the tolerance (max-norms; 0 when there were none). Full
         Newton contracts as `|Δxₖ| ≈ (βγ/2)|Δxₖ₋₁|²` (`β = |J⁻¹|`, `γ` the Lipschitz constant
@@ -142,6 +142,10 @@ class Newton(eqx.Module):
         point `y` converges to the root `x` when `βγ|x − y| ≤ 1/2`, and no other root is
         within `1/(βγ)` of it. The chord iteration contracts linearly, and its `κ` is an
         overestimate. Returns `(x, NewtonInfo, κ)`; `solve_on_branch` uses `κ`.
+
+        `first_iterate=True`: also the distances of the first iterate `x₁ = guess + Δx₀`,
+        `(max|x − x₁|, max|x₁ − guess|)`, as a fourth item (`solve_on_branch` without a
+        predictor: `x₁` is then one).
         """
         struct = jax.tree.structure(guess), [jnp.shape(leaf) for leaf in jax.tree.leaves(guess)]
         solver = self.linear_solver
@@ -165,8 +169,11 @@ class Newton(eqx.Module):
         # The residual as a function of (x, every value it closes over): its derivatives come
         # from `_implicit_root`'s rule, not from the loop.
         f_closed, consts = _closure_convert(f, x0)
-        x, aux = _implicit_root(f_closed, self, solver, (rtol, atol), x0, consts)
+        tolerances = (rtol, atol, first_iterate)
+        x, aux = _implicit_root(f_closed, self, solver, tolerances, x0, consts)
         info = NewtonInfo(aux[0].astype(jnp.int32), aux[1], aux[2].astype(jnp.int32))
+        if first_iterate:
+            return from_array(x), info, aux[3], (aux[4], aux[5])
         return from_array(x), info, aux[3]
 
 
@@ -186,15 +193,24 @@ def _closure_convert(f, x):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2, 3))
 def _implicit_root(f, newton, solver, tolerances, x0, consts):
     """The Newton iteration on `f(x, *consts) = 0` from `x0`: `(x, aux)`, aux the floats
-    (iterations, residual, result, curvature). Differentiated by the implicit
+    (iterations, residual, result, curvature[, the first iterate's two distances]).
+    Differentiated by the implicit
     function theorem (`_implicit_root_jvp`), never through the loop. A `custom_jvp` rather
     than `lax.custom_root`: its rule is traced only when a derivative is taken, where
     `custom_root` traces the residual's linearisation and the tangent solve into every
     program, a large part of an implicit step's trace time (bench/README.md,
     `compile_cost.py`'s profile)."""
-    rtol, atol = tolerances
+    rtol, atol, first = tolerances
     return _newton_loop(
-        lambda z: f(z, *consts), x0, rtol, atol, newton.max_steps, newton.chord, newton.peel, solver
+        lambda z: f(z, *consts),
+        x0,
+        rtol,
+        atol,
+        newton.max_steps,
+        newton.chord,
+        newton.peel,
+        solver,
+        first,
     )
 
 
@@ -211,8 +227,9 @@ def _implicit_root_jvp(f, newton, solver, tolerances, primals, tangents):
     return (x, aux), (dx, jnp.zeros_like(aux))
 
 
-def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
-    """The iteration on the solver's array layout `x0`."""
+def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto(), first=False):
+    """The iteration on the solver's array layout `x0`; `first`: the first iterate is kept
+    in the carry and its distances to the root and to `x0` end the aux."""
     dtype = x0.dtype
     norm = solver.norm  # Auto: today's chain of maxima (`max_abs`)
     r0, op0 = solver.linearise(f, x0) if chord else (None, None)
@@ -227,11 +244,11 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         return r, dx
 
     def cond(carry):
-        k, _, _, _, done, _, _ = carry
+        k, _, _, _, done, _, _ = carry[:7]
         return (k < max_steps) & ~done
 
     def body(carry, r=None):
-        k, x, _, size_prev, _, diverged_before, curvature = carry
+        k, x, _, size_prev, _, diverged_before, curvature = carry[:7]
         r, dx = update(x, r)
         x_new = x + dx
         res, size, scale = norm(r), norm(dx), norm(x_new)
@@ -243,7 +260,8 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         # one is round-off, not the quadratic term); 0 for the first (size_prev = inf)
         ratio = jnp.where(small, 0, size / size_prev**2)
         curvature = jnp.maximum(curvature, ratio)
-        return k + 1, x_new, res, size, done, diverged_before | diverged, curvature
+        new = (k + 1, x_new, res, size, done, diverged_before | diverged, curvature)
+        return new + ((jnp.where(k == 0, x_new, carry[7]),) if first else ())
 
     def masked_body(carry):
         # An iteration outside the loop: a no-op once the loop would have stopped.
@@ -252,7 +270,8 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
 
     inf = jnp.asarray(jnp.inf, dtype)
     zero = jnp.zeros((), dtype)
-    carry = tied((jnp.int32(0), x0, inf, inf, jnp.bool_(False), jnp.bool_(False), zero))
+    start = (jnp.int32(0), x0, inf, inf, jnp.bool_(False), jnp.bool_(False), zero)
+    carry = tied(start + ((x0,) if first else ()))
     if peel >= max_steps:  # no loop (a fusion barrier) and no masks: max_steps plain updates
         for i in range(max_steps):
             carry = body(carry, r0 if i == 0 else None)  # chord: f(x0) came with J0
@@ -260,7 +279,7 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
         for _ in range(peel):
             carry = masked_body(carry)
         carry = lax.while_loop(cond, body, carry)
-    k, x, res, size, _, diverged, curvature = carry
+    k, x, res, size, _, diverged, curvature = carry[:7]
     scale = norm(x)
     finite = jnp.isfinite(scale) & jnp.isfinite(res)
     small = size <= atol + rtol * scale
@@ -273,4 +292,7 @@ def _newton_loop(f, x0, rtol, atol, max_steps, chord, peel, solver=Auto()):
             jnp.where(diverged, code(RESULTS.diverged), code(RESULTS.max_steps_reached)),
         ),
     )
-    return x, jnp.stack([k.astype(dtype), res, result.astype(dtype), curvature])
+    aux = [k.astype(dtype), res, result.astype(dtype), curvature]
+    if first:
+        aux += [norm(x - carry[7]), norm(carry[7] - x0)]
+    return x, jnp.stack(aux)

@@ -95,6 +95,74 @@ def test_a_root_reached_from_the_predictor_passes_and_one_reached_by_wandering_d
     assert RESULTS(int(result)) == expected
 
 
+def _first_by_hand(x, slope=None):
+    """`(|x − x₁|, |x₁ − x₀|)` of Newton (or the chord with `slope`) on x² = 1 from `x`,
+    iterated in numpy to Newton's stopping rule, at most its default 20 updates (the chord,
+    contracting by 1/3, ends there)."""
+    tol = EPS**0.75
+    x0, x1, small, k = x, None, False, 0
+    while not small and k < 20:
+        k += 1
+        dx = -(x**2 - 1) / (2 * x if slope is None else slope)
+        x += dx
+        x1 = x if x1 is None else x1
+        small = abs(dx) <= tol + tol * abs(x)
+    return abs(x - x1), abs(x1 - x0)
+
+
+@jax.jit
+def _first_iterates(guess):
+    """The first iterate's distances of full Newton, the chord, and the loop-free two-update
+    chord, with the root and κ of full Newton with and without them."""
+    full = Newton().solve_with_curvature(_parabola, guess, first_iterate=True)
+    chord = Newton(chord=True).solve_with_curvature(_parabola, guess, first_iterate=True)
+    unrolled = Newton(chord=True, max_steps=2, peel=2)
+    two = unrolled.solve_with_curvature(_parabola, guess, first_iterate=True)
+    plain = Newton().solve_with_curvature(_parabola, guess)
+    return full, chord[3], two[3], plain
+
+
+def test_newton_reports_its_first_iterate():
+    """From 1.5 on x² = 1: the first iterate's distances to the root and to the start, as
+    iterated by hand (a few ulps: the same arithmetic), for full Newton, the chord and the
+    loop-free chord of two updates (its second iterate is its root). Asking for them leaves
+    the root, the info and κ as they were, to the bit."""
+    full, chord, two, plain = _first_iterates(jnp.array([1.5]))
+    np.testing.assert_allclose(np.asarray(full[3]).ravel(), _first_by_hand(1.5), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(chord).ravel(), _first_by_hand(1.5, 3.0), rtol=1e-12)
+    x1 = 1.5 - 1.25 / 3.0
+    x2 = x1 - (x1**2 - 1) / 3.0
+    np.testing.assert_allclose(np.asarray(two).ravel(), [x1 - x2, 1.5 - x1], rtol=1e-12)
+    assert all(
+        bool(jnp.all(a == b)) for a, b in zip(jax.tree.leaves(full[:3]), jax.tree.leaves(plain))
+    )
+
+
+@jax.jit
+def _from_start_results(start):
+    return solve_on_branch(Newton(), _parabola, None, start)[1].result
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        # Newton from 0.9: x₁ = 1.0056, then the root 1, 0.0056 from x₁ against half of
+        # |x₁ − 0.9| = 0.106
+        (0.9, RESULTS.successful),
+        # from 0.1 Newton jumps to x₁ = 5.05 and walks back to 1: 4.05 from x₁ is more than
+        # half of 4.95, nor is 0.1 in the Kantorovich region (2κ|x* − start| = 0.9)
+        (0.1, RESULTS.off_branch),
+        # from 0.3: x₁ = 1.817, 0.817 back against half of 1.517; 2κ|x* − start| = 0.7
+        (0.3, RESULTS.off_branch),
+    ],
+)
+def test_without_a_predictor_newtons_first_iterate_is_one(start, expected):
+    """`solve_on_branch(newton, residual, None, start)` (DLA-midpoint's form): Newton from
+    the start, its first iterate the predictor, held to half the first update."""
+    result = _from_start_results(jnp.array([start]))
+    assert RESULTS(int(result)) == expected
+
+
 def _ramp(t, R, Pi):
     """A torque growing from zero: τ = 3t e₂ (body frame), in the state's dtype."""
     return 3.0 * t * jnp.array([0.0, 1.0, 0.0], Pi.dtype)
@@ -169,8 +237,9 @@ def _push(q, qdot, t, p):
 
 
 def test_a_sleigh_pushed_from_rest_is_not_a_step_failure():
-    """The sleigh at rest (m = 1, I = 0.2, a = 0.5), pushed along its blade by F = 3t: the
-    midpoint DLA method's predictor `(q̇₀ + (h/2) q̈₀, (h/2) λ₀)` is its start `(0, 0)`. The
+    """The sleigh at rest (m = 1, I = 0.2, a = 0.5), pushed along its blade by F = 3t: a
+    Taylor predictor `(q̇₀ + (h/2) q̈₀, (h/2) λ₀)` would be the start `(0, 0)` (the midpoint
+    DLA method's predictor is now Newton's first iterate from the start, design note 57). The
     motion is straight (the push's line passes through the centre of mass, the blade needs
     no force): speed `v = 3t²/2`, distance `s = t³/2`. The midpoint rule integrates the
     linear force exactly, so the speed is exact to round-off (1e-14: a few ulps of v = 1.5
