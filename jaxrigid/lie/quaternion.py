@@ -37,11 +37,25 @@ def normalize(q):
 def to_matrix(q):
     """Rotation matrix of a unit quaternion, `R v = q v q*`. `(..., 4) -> (..., 3, 3)`."""
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    # each of the nine products once (they were formed twice each): the same values to the
+    # bit, and a second derivative of the matrix (the unreduced ball's Lagrangian) carries
+    # a fraction of the operations
+    xx, yy, zz, xy, xz, yz, wx, wy, wz = (
+        x * x,
+        y * y,
+        z * z,
+        x * y,
+        x * z,
+        y * z,
+        w * x,
+        w * y,
+        w * z,
+    )
     return jnp.stack(
         [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+            jnp.stack([1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy)], -1),
+            jnp.stack([2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx)], -1),
+            jnp.stack([2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy)], -1),
         ],
         axis=-2,
     )
