@@ -16,7 +16,7 @@ import pytest
 from jax import lax
 
 from jaxrigid import _linalg
-from jaxrigid.newton import Newton, default_tolerance
+from jaxrigid.newton import Newton, default_tolerance, max_abs
 from jaxrigid.results import RESULTS
 
 EPS = float(np.finfo(np.float64).eps)
@@ -320,6 +320,19 @@ def test_nan_residual_is_nonfinite_and_stops_early():
     x, iterations, result, res = _scalar_solve(lambda x: jnp.sqrt(x) + 1.0, 1.0, 50)
     assert result is RESULTS.nonfinite
     assert iterations == 2
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 6, 13])
+def test_max_abs_is_the_largest_magnitude_and_propagates_nan(n):
+    """Newton's stopping norm `max_abs` (a chain of maxima up to 3 entries, one reduction
+    above) is `max |v_i|` exactly, at every size and under `vmap`, an infinity anywhere
+    gives inf and a NaN anywhere gives NaN: the solve's `nonfinite` outcome rests on it."""
+    v = jnp.asarray(np.random.default_rng(n).normal(size=(5, n)))
+    np.testing.assert_array_equal(jax.vmap(max_abs)(v), np.max(np.abs(np.asarray(v)), -1))
+    for k in range(n):
+        for bad, want in ((np.inf, np.inf), (-np.inf, np.inf)):
+            assert float(max_abs(v[0].at[k].set(bad))) == want
+        assert np.isnan(float(max_abs(v[0].at[k].set(np.nan))))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -222,6 +222,27 @@ def test_derivatives_equal_their_definitions():
     np.testing.assert_allclose(system.saddle_matrix(t, q, v), block, rtol=0, atol=1e-12 * scale)
 
 
+def test_mass_matrix_of_a_lagrangian_not_quadratic_in_the_velocity():
+    """`mass_matrix` is `∂²L/∂q̇²` at the given velocity for any `L`, not only a quadratic one
+    (it is formed forward over forward, design note 59): for the relativistic particle with
+    a configuration- and time-dependent rest energy, `L = −a(q, t) √(1 − |q̇|²)`, it is
+    `a (γ I + γ³ q̇ q̇ᵀ)`, `γ = 1/√(1 − |q̇|²)`, in closed form, under `jit` and for a traced
+    `t`. Tolerance 1e-13 relative to the largest entry: a few roundings of O(γ³) terms."""
+
+    def lagrangian(q, v, t, k):
+        return -(1.0 + q[0] ** 2 + k * jnp.sin(t)) * jnp.sqrt(1.0 - v @ v)
+
+    system = LagrangeDAlembertSystem(lagrangian, None, params=jnp.asarray(0.5))
+    q, t = jnp.array([0.3, -1.1, 0.8]), jnp.asarray(0.4)
+    for v in (jnp.array([0.5, 0.2, -0.6]), jnp.zeros(3)):
+        a = 1.0 + q[0] ** 2 + 0.5 * jnp.sin(t)
+        gamma = 1.0 / jnp.sqrt(1.0 - v @ v)
+        want = a * (gamma * jnp.eye(3) + gamma**3 * jnp.outer(v, v))
+        got = eqx.filter_jit(system.mass_matrix)(t, q, v)
+        scale = float(jnp.max(jnp.abs(want)))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * scale)
+
+
 def test_velocity_from_momentum_inverts_the_momentum_on_the_constraint():
     """`velocity_from_momentum` is the constrained inverse Legendre map: on the rheonomic system
     of `test_derivatives_equal_their_definitions` (a configuration-dependent mass matrix, a

@@ -25,6 +25,22 @@ def multiply(p, q):
     )
 
 
+def conjugate_product_imag(p, q):
+    """`Im(p* q)`, `(..., 4), (..., 4) -> (..., 3)`: the imaginary rows of
+    `multiply(conjugate(p), q)`, to the bit (a negation is exact), without the conjugate or
+    the real row, which a body angular velocity `2 Im(q* q̇)` drops (design note 59)."""
+    pw, px, py, pz = (p[..., k] for k in range(4))
+    qw, qx, qy, qz = (q[..., k] for k in range(4))
+    return jnp.stack(
+        [
+            pw * qx - px * qw - py * qz + pz * qy,
+            pw * qy + px * qz - py * qw - pz * qx,
+            pw * qz - px * qy + py * qx - pz * qw,
+        ],
+        axis=-1,
+    )
+
+
 def conjugate(q):
     """`(w, −x, −y, −z)`: the inverse of a unit quaternion."""
     return jnp.concatenate([q[..., :1], -q[..., 1:]], axis=-1)

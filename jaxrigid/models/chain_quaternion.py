@@ -113,7 +113,7 @@ def mass_matrix_apply(moments, q, qdot):
 
 def body_angular_velocity(q, qdot):
     """`ω = 2 G(q) q̇ (..., 3)` (§3.3.1, (A.12)): the vector part of `2 q̄ ⊗ q̇`."""
-    return 2.0 * quat.multiply(quat.conjugate(q), qdot)[..., 1:]
+    return 2.0 * quat.conjugate_product_imag(q, qdot)
 
 
 class QuaternionChain(AbstractCanonicalChain):

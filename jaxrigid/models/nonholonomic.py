@@ -51,7 +51,7 @@ def quaternion_angular_velocity(q, qdot):
     """Body angular velocity `Ω = 2 Im(q* q̇)` (the inverse of (D.21)). `(..., 4) -> (..., 3)`.
 
     Linear in `q̇`; for a unit `q` and a tangent `q̇` (`q · q̇ = 0`) it is the exact `Ω`."""
-    return 2.0 * quaternion.multiply(quaternion.conjugate(q), qdot)[..., 1:]
+    return 2.0 * quaternion.conjugate_product_imag(q, qdot)
 
 
 def quaternion_rate(q, Omega):
@@ -154,9 +154,14 @@ class LagrangeDAlembertSystem(AbstractLagrangeDAlembert):
         """Generalised momentum `p = ∂L/∂q̇`, `(n,)`."""
         return jax.grad(self._L, argnums=1)(q, qdot, as_time(t, q))
 
+    def _forward_momentum(self, t, q, qdot):
+        """`∂L/∂q̇` by forward mode (`jacfwd`), to be differentiated once more, forward."""
+        return jax.jacfwd(self._L, argnums=1)(q, qdot, t)
+
     def mass_matrix(self, t, q, qdot):
-        """`M = ∂²L/∂q̇²`, `(n, n)`."""
-        return jax.jacfwd(self.momentum, argnums=2)(t, q, qdot)
+        """`M = ∂²L/∂q̇²`, `(n, n)`, forward over forward mode: XLA builds it in about half the
+        time of a `jacfwd` of the momentum's `grad`, to the same values (design note 59)."""
+        return jax.jacfwd(self._forward_momentum, argnums=2)(as_time(t, q), q, qdot)
 
     def constraint_matrix(self, t, q):
         """`(A (m, n), a (m,))` of the constraint `A q̇ + a = 0`."""
@@ -215,10 +220,12 @@ class LagrangeDAlembertSystem(AbstractLagrangeDAlembert):
             [ A   0  ] [ μ  ] = [ −a                 ],      M = ∂²L/∂q̇² at (q, 0, t),
 
         exact when `L` is quadratic in `q̇` (`∂L/∂q̇ = M q̇ + ∂L/∂q̇(q, 0, t)`). `M` and
-        `∂L/∂q̇(q, 0, t)` come from one `jacfwd` of the momentum (the value its aux), `A` and
-        `a` from one of the constraint: none of `derivatives`' other terms is needed here."""
+        `∂L/∂q̇(q, 0, t)` come from one `jacfwd` of the momentum taken in forward mode (the
+        value its aux; forward over forward, as `mass_matrix`), `A` and `a` from one of the
+        constraint: none of `derivatives`' other terms is needed here."""
         t, zero = as_time(t, q), jnp.zeros_like(q)
-        M, p_zero = jax.jacfwd(_with_value(lambda v: self.momentum(t, q, v)), has_aux=True)(zero)
+        momentum = _with_value(lambda v: self._forward_momentum(t, q, v))
+        M, p_zero = jax.jacfwd(momentum, has_aux=True)(zero)
         A, a = self.constraint_matrix(t, q)
         rhs = jnp.concatenate([p - p_zero, -a])
         return jnp.linalg.solve(_saddle(M, A), rhs)[: q.shape[-1]]
